@@ -1,0 +1,34 @@
+#pragma once
+/// \file
+/// What the simulator and the cost model need to know about a device
+/// (DESIGN.md §5). Named specs and profile files live in cost/devices.hpp.
+
+#include <string>
+
+#include "memplan/fwd.hpp"
+
+namespace memplan {
+
+/// One direction of the host link.
+struct link_spec {
+  double bandwidth_gb_s = 12.0;  ///< sustained, GB/s (10^9 bytes per second)
+  double latency_us = 10.0;      ///< fixed cost of one copy
+  /// Time of one copy of `bytes`: latency + bytes / bandwidth (DESIGN.md §5).
+  [[nodiscard]] double transfer_us(bytes_t bytes) const noexcept {
+    return latency_us + static_cast<double>(bytes) / (bandwidth_gb_s * 1e3);
+  }
+};
+
+struct device_spec {
+  std::string name;
+  bytes_t memory_bytes = 0;
+  double fp32_tflops = 0;
+  double tf32_tflops = 0;            ///< 0 where the device has no TF32 tensor cores
+  double bf16_tflops = 0;            ///< dense FP16/BF16 tensor-core throughput
+  double memory_bandwidth_gb_s = 0;  ///< device memory, GB/s
+  link_spec h2d;                     ///< host to device
+  link_spec d2h;                     ///< device to host
+  double launch_overhead_us = 5.0;   ///< per kernel launch
+};
+
+}  // namespace memplan

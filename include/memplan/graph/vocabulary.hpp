@@ -1,0 +1,49 @@
+#pragma once
+/// \file
+/// Names of phases and tensor kinds as the JSON format and the CLI spell them.
+
+#include <array>
+#include <optional>
+#include <string_view>
+
+#include "memplan/fwd.hpp"
+
+namespace memplan {
+
+inline constexpr std::array<std::string_view, 3> phase_names{"forward", "backward", "update"};
+inline constexpr std::array<std::string_view, 7> tensor_kind_names{
+    "input", "parameter", "activation", "gradient", "parameter_gradient", "optimizer_state", "other"};
+
+[[nodiscard]] constexpr std::string_view to_string(phase p) noexcept {
+  return phase_names[static_cast<std::size_t>(p)];
+}
+[[nodiscard]] constexpr std::string_view to_string(tensor_kind k) noexcept {
+  return tensor_kind_names[static_cast<std::size_t>(k)];
+}
+
+/// The phase spelled `name`, or nothing.
+[[nodiscard]] constexpr std::optional<phase> parse_phase(std::string_view name) noexcept {
+  for (std::size_t i = 0; i < phase_names.size(); ++i) {
+    if (phase_names[i] == name) return static_cast<phase>(i);
+  }
+  return std::nullopt;
+}
+
+/// The tensor kind spelled `name`, or nothing.
+[[nodiscard]] constexpr std::optional<tensor_kind> parse_tensor_kind(std::string_view name) noexcept {
+  for (std::size_t i = 0; i < tensor_kind_names.size(); ++i) {
+    if (tensor_kind_names[i] == name) return static_cast<tensor_kind>(i);
+  }
+  return std::nullopt;
+}
+
+/// Parameters and optimizer state persist across iterations: live to the end
+/// and never freed (DESIGN.md §4).
+[[nodiscard]] constexpr bool is_persistent(tensor_kind k) noexcept {
+  return k == tensor_kind::parameter || k == tensor_kind::optimizer_state;
+}
+
+/// DESIGN.md §4 default: forward ops may be recomputed, others not.
+[[nodiscard]] constexpr bool default_recomputable(phase p) noexcept { return p == phase::forward; }
+
+}  // namespace memplan

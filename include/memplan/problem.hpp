@@ -1,0 +1,247 @@
+#pragma once
+/// \file
+/// `memplan::problem`: a training graph compiled against a schedule into
+/// flat arrays (struct of arrays), the input of every planner and of the
+/// simulator. Steps are positions in the schedule; tensors keep the graph's
+/// dense indices.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "memplan/error.hpp"
+#include "memplan/graph/schedule.hpp"
+#include "memplan/graph/training_graph.hpp"
+
+namespace memplan {
+
+struct problem {
+  std::string name;
+
+  // Per step s (schedule position).
+  std::vector<index_t> op;            ///< dense graph op index run at step s
+  std::vector<std::int64_t> op_id;    ///< the op's id in files
+  std::vector<std::string> op_name;
+  std::vector<std::string> op_type;
+  std::vector<phase> op_phase;
+  std::vector<double> time_us;        ///< compute time on the target device
+  std::vector<bytes_t> workspace;     ///< scratch bytes, allocated for the op's duration
+  std::vector<std::uint8_t> recomputable;
+  std::vector<index_t> input_begin;   ///< CSR offsets into `input_tensors` (steps + 1)
+  std::vector<index_t> input_tensors;
+  std::vector<index_t> output_begin;  ///< CSR offsets into `output_tensors` (steps + 1)
+  std::vector<index_t> output_tensors;
+  std::vector<index_t> split_begin;   ///< CSR offsets into `split_dim_list` (steps + 1)
+  std::vector<int> split_dim_list;
+
+  // Per tensor t.
+  std::vector<std::int64_t> tensor_id;  ///< the tensor's id in files
+  std::vector<std::string> tensor_name;
+  std::vector<bytes_t> bytes;
+  std::vector<tensor_kind> kind;
+  std::vector<index_t> producer;   ///< step writing t, or no_index
+  std::vector<index_t> use_begin;  ///< CSR offsets into `use_steps` (tensors + 1)
+  std::vector<index_t> use_steps;  ///< steps reading t, ascending, each once
+  std::vector<index_t> last_use;   ///< last step reading t, or no_index
+
+  [[nodiscard]] std::size_t num_steps() const noexcept { return op.size(); }
+  [[nodiscard]] std::size_t num_tensors() const noexcept { return bytes.size(); }
+  [[nodiscard]] std::span<const index_t> inputs(index_t s) const { return csr(input_begin, input_tensors, s); }
+  [[nodiscard]] std::span<const index_t> outputs(index_t s) const { return csr(output_begin, output_tensors, s); }
+  [[nodiscard]] std::span<const int> split_dims(index_t s) const { return csr(split_begin, split_dim_list, s); }
+  [[nodiscard]] std::span<const index_t> uses(index_t t) const { return csr(use_begin, use_steps, t); }
+  [[nodiscard]] bool persistent(index_t t) const { return is_persistent(kind[static_cast<std::size_t>(t)]); }
+
+  /// First step at which t is live: its producer, or 0 (DESIGN.md §4).
+  [[nodiscard]] index_t live_begin(index_t t) const {
+    const index_t p = producer[static_cast<std::size_t>(t)];
+    return p == no_index ? 0 : p;
+  }
+  /// Last step at which t is live: the end for persistent tensors, else its
+  /// last use, else the step it is made.
+  [[nodiscard]] index_t live_end(index_t t) const {
+    if (persistent(t)) return static_cast<index_t>(num_steps()) - 1;
+    const index_t u = last_use[static_cast<std::size_t>(t)];
+    return u == no_index ? live_begin(t) : u;
+  }
+
+  /// Bytes live during each step, workspace included, with no planning.
+  [[nodiscard]] std::vector<bytes_t> baseline_memory() const {
+    const std::size_t n = num_steps();
+    std::vector<bytes_t> delta(n + 1, 0);
+    if (n == 0) return {};
+    for (std::size_t t = 0; t < num_tensors(); ++t) {
+      delta[static_cast<std::size_t>(live_begin(static_cast<index_t>(t)))] += bytes[t];
+      delta[static_cast<std::size_t>(live_end(static_cast<index_t>(t))) + 1] -= bytes[t];
+    }
+    std::vector<bytes_t> live(n);
+    bytes_t running = 0;
+    for (std::size_t s = 0; s < n; ++s) {
+      running += delta[s];
+      live[s] = running + workspace[s];
+    }
+    return live;
+  }
+  /// Peak device memory with no planning (DESIGN.md §4's liveness rule).
+  [[nodiscard]] bytes_t baseline_peak() const {
+    const auto live = baseline_memory();
+    return live.empty() ? 0 : *std::ranges::max_element(live);
+  }
+  /// Sum of op times: the iteration time with no planning.
+  [[nodiscard]] double baseline_time_us() const {
+    double sum = 0;
+    for (const double t : time_us) sum += t;
+    return sum;
+  }
+
+ private:
+  template <class T>
+  static std::span<const T> csr(const std::vector<index_t>& begin, const std::vector<T>& list, index_t i) {
+    const auto b = static_cast<std::size_t>(begin[static_cast<std::size_t>(i)]);
+    const auto e = static_cast<std::size_t>(begin[static_cast<std::size_t>(i) + 1]);
+    return {list.data() + b, e - b};
+  }
+};
+
+/// Compiles `g` against `order` in time linear in ops + uses.
+/// \param order every op index exactly once, each op after the producers of
+///        its inputs (any of the builders in schedule.hpp, or a recorded order).
+/// \throws invalid_graph if the order is not a topological permutation, a
+///         tensor has two producers, or the byte total overflows 63 bits.
+template <training_graph G>
+problem compile(const G& g, const schedule& order) {
+  const auto by_index = detail::descriptors_by_index(g);
+  const std::size_t n = by_index.size();
+  MEMPLAN_EXPECTS(order.size() == n, invalid_graph, "schedule: lists ", order.size(), " ops, but the graph has ", n);
+  problem p;
+  if constexpr (requires { g.name(); }) p.name = g.name();
+
+  const std::size_t tensor_count = num_tensors(g);
+  p.tensor_id.resize(tensor_count);
+  p.tensor_name.resize(tensor_count);
+  p.bytes.resize(tensor_count);
+  p.kind.resize(tensor_count);
+  p.producer.assign(tensor_count, no_index);
+  p.last_use.assign(tensor_count, no_index);
+  bytes_t total = 0;
+  for (const auto& t : tensors(g)) {
+    const std::size_t i = tensor_index(g, t);
+    MEMPLAN_EXPECTS(i < tensor_count, invalid_graph, "tensor '", std::string(tensor_name(g, t)), "': tensor_index ",
+                    i, " is outside [0, ", tensor_count, ")");
+    if constexpr (std::is_same_v<G, graph>) {
+      p.tensor_id[i] = g.tensor(t).id;
+    } else {
+      p.tensor_id[i] = static_cast<std::int64_t>(i);
+    }
+    p.tensor_name[i] = tensor_name(g, t);
+    p.bytes[i] = tensor_bytes(g, t);
+    p.kind[i] = tensor_kind_of(g, t);
+    MEMPLAN_EXPECTS(p.bytes[i] >= 0, invalid_graph, "tensor '", p.tensor_name[i], "': bytes must be non-negative, got ",
+                    p.bytes[i]);
+    MEMPLAN_EXPECTS(!__builtin_add_overflow(total, p.bytes[i], &total), invalid_graph,
+                    "tensor '", p.tensor_name[i], "': the graph's bytes add up to more than 2^63 - 1");
+  }
+
+  p.op.resize(n);
+  p.op_id.resize(n);
+  p.op_name.resize(n);
+  p.op_type.resize(n);
+  p.op_phase.resize(n);
+  p.time_us.resize(n);
+  p.workspace.resize(n);
+  p.recomputable.resize(n);
+  p.input_begin.reserve(n + 1);
+  p.output_begin.reserve(n + 1);
+  p.split_begin.reserve(n + 1);
+  std::vector<std::uint8_t> placed(n, 0);
+  std::vector<index_t> use_count(tensor_count, 0);
+  std::vector<index_t> last_reader(tensor_count, no_index);
+  for (std::size_t s = 0; s < n; ++s) {
+    const index_t i = order[s];
+    MEMPLAN_EXPECTS(i >= 0 && static_cast<std::size_t>(i) < n, invalid_graph, "schedule[", s, "]: op index ", i,
+                    " is outside [0, ", n, ")");
+    const auto v = by_index[static_cast<std::size_t>(i)];
+    p.op_name[s] = op_name(g, v);
+    MEMPLAN_EXPECTS(!placed[static_cast<std::size_t>(i)], invalid_graph, "schedule[", s, "]: op '", p.op_name[s],
+                    "' is listed twice");
+    placed[static_cast<std::size_t>(i)] = 1;
+    p.op[s] = i;
+    if constexpr (std::is_same_v<G, graph>) {
+      p.op_id[s] = g.op(i).id;
+    } else {
+      p.op_id[s] = i;
+    }
+    p.op_type[s] = op_type(g, v);
+    p.op_phase[s] = op_phase(g, v);
+    p.time_us[s] = static_cast<double>(op_time_us(g, v));
+    p.workspace[s] = op_workspace_bytes(g, v);
+    p.recomputable[s] = op_recomputable(g, v) ? 1 : 0;
+    MEMPLAN_EXPECTS(p.time_us[s] >= 0, invalid_graph, "op '", p.op_name[s], "': time_us must be non-negative, got ",
+                    p.time_us[s]);
+    MEMPLAN_EXPECTS(p.workspace[s] >= 0, invalid_graph, "op '", p.op_name[s],
+                    "': workspace_bytes must be non-negative, got ", p.workspace[s]);
+
+    p.input_begin.push_back(static_cast<index_t>(p.input_tensors.size()));
+    for (const auto& t : op_inputs(g, v)) {
+      const auto ti = static_cast<index_t>(tensor_index(g, t));
+      p.input_tensors.push_back(ti);
+      // A tensor read twice by one op is one use.
+      if (last_reader[static_cast<std::size_t>(ti)] != static_cast<index_t>(s)) {
+        last_reader[static_cast<std::size_t>(ti)] = static_cast<index_t>(s);
+        ++use_count[static_cast<std::size_t>(ti)];
+      }
+    }
+    p.output_begin.push_back(static_cast<index_t>(p.output_tensors.size()));
+    for (const auto& t : op_outputs(g, v)) {
+      const auto ti = static_cast<index_t>(tensor_index(g, t));
+      MEMPLAN_EXPECTS(p.producer[static_cast<std::size_t>(ti)] == no_index, invalid_graph, "tensor '",
+                      p.tensor_name[static_cast<std::size_t>(ti)], "' has two producers: op '",
+                      p.op_name[static_cast<std::size_t>(p.producer[static_cast<std::size_t>(ti)])], "' and op '",
+                      p.op_name[s], "'");
+      p.producer[static_cast<std::size_t>(ti)] = static_cast<index_t>(s);
+      p.output_tensors.push_back(ti);
+    }
+    p.split_begin.push_back(static_cast<index_t>(p.split_dim_list.size()));
+    for (const auto d : op_split_dims(g, v)) p.split_dim_list.push_back(static_cast<int>(d));
+  }
+  p.input_begin.push_back(static_cast<index_t>(p.input_tensors.size()));
+  p.output_begin.push_back(static_cast<index_t>(p.output_tensors.size()));
+  p.split_begin.push_back(static_cast<index_t>(p.split_dim_list.size()));
+  bytes_t max_workspace = 0;
+  for (const bytes_t w : p.workspace) max_workspace = std::max(max_workspace, w);
+  MEMPLAN_EXPECTS(!__builtin_add_overflow(total, max_workspace, &total), invalid_graph,
+                  "the graph's bytes and workspace add up to more than 2^63 - 1");
+
+  // Uses, in step order; every read must come after the tensor is made.
+  p.use_begin.assign(tensor_count + 1, 0);
+  for (std::size_t t = 0; t < tensor_count; ++t) p.use_begin[t + 1] = p.use_begin[t] + use_count[t];
+  p.use_steps.resize(static_cast<std::size_t>(p.use_begin[tensor_count]));
+  std::vector<index_t> fill(p.use_begin.begin(), p.use_begin.end() - 1);
+  for (std::size_t s = 0; s < n; ++s) {
+    for (const index_t t : p.inputs(static_cast<index_t>(s))) {
+      const auto ti = static_cast<std::size_t>(t);
+      const index_t made = p.producer[ti];
+      MEMPLAN_EXPECTS(made < static_cast<index_t>(s), invalid_graph, "schedule: op '", p.op_name[s],
+                      "' at position ", s, " reads tensor '", p.tensor_name[ti], "' before op '",
+                      p.op_name[static_cast<std::size_t>(made)], "' at position ", made,
+                      " produces it: the order is not topological");
+      if (p.last_use[ti] != static_cast<index_t>(s)) {
+        p.use_steps[static_cast<std::size_t>(fill[ti]++)] = static_cast<index_t>(s);
+        p.last_use[ti] = static_cast<index_t>(s);
+      }
+    }
+  }
+  return p;
+}
+
+/// Compiles `g` in TSPLIT's DFS order (Algo 1).
+template <training_graph G>
+problem compile(const G& g) {
+  return compile(g, dfs_schedule(g));
+}
+
+}  // namespace memplan
