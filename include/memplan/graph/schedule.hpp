@@ -71,9 +71,11 @@ schedule dfs_schedule(const G& g) {
     auto [first, last] = out_edges(by_index[i], g);
     stack.emplace_back(first, last);
   };
-  for (std::size_t root = 0; root < n; ++root) {
-    if (ref_cnt[root] != 0) continue;
-    ref_cnt[root] = 1;  // mark: never visit a root twice
+  std::vector<std::size_t> roots;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (ref_cnt[i] == 0) roots.push_back(i);
+  }
+  for (const std::size_t root : roots) {
     visit(root);
     while (!stack.empty()) {
       auto& [it, last] = stack.back();

@@ -93,8 +93,12 @@ std::size_t default_tensor_index(const G&, const T& t) { return static_cast<std:
 MEMPLAN_DETAIL_OPTIONAL_QUERY(op_index);      ///< (g, v) -> dense op index in [0, num_vertices)
 MEMPLAN_DETAIL_OPTIONAL_QUERY(tensor_index);  ///< (g, t) -> dense tensor index in [0, num_tensors)
 
+// Appending (not `"op" + to_string`) sidesteps GCC 12's false -Wrestrict (PR 105329).
 template <class G, class V>
-std::string default_op_name(const G& g, const V& v) { return "op" + std::to_string(op_index(g, v)); }
+std::string default_op_name(const G& g, const V& v) {
+  std::string name = "op";
+  return name.append(std::to_string(op_index(g, v)));
+}
 template <class G, class V>
 std::string default_op_type(const G&, const V&) { return {}; }
 template <class G, class V>
@@ -104,7 +108,10 @@ bool default_op_recomputable(const G& g, const V& v) { return default_recomputab
 template <class G, class V>
 std::span<const int> default_op_split_dims(const G&, const V&) { return {}; }
 template <class G, class T>
-std::string default_tensor_name(const G& g, const T& t) { return "t" + std::to_string(tensor_index(g, t)); }
+std::string default_tensor_name(const G& g, const T& t) {
+  std::string name = "t";
+  return name.append(std::to_string(tensor_index(g, t)));
+}
 template <class G>
 std::size_t default_num_tensors(const G& g) { return static_cast<std::size_t>(std::ranges::distance(tensors(g))); }
 
