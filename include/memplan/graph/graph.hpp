@@ -30,6 +30,17 @@ struct tensor_info {
   std::string dtype;                ///< empty when unknown
 };
 
+/// Elements of a tensor: the product of its shape when known, else its bytes
+/// over its dtype's size, else its bytes over 4 (fp32 assumed).
+[[nodiscard]] inline std::int64_t element_count(const tensor_info& t) {
+  if (!t.shape.empty()) {
+    std::int64_t n = 1;
+    for (const std::int64_t d : t.shape) n *= d;
+    return n;
+  }
+  return t.bytes / dtype_bytes(t.dtype).value_or(4);
+}
+
 /// An op: reads `inputs`, writes `outputs` (dense tensor indices).
 struct op_info {
   std::int64_t id = 0;  ///< the id used in files

@@ -5,6 +5,7 @@
 #include <array>
 #include <optional>
 #include <string_view>
+#include <utility>
 
 #include "memplan/fwd.hpp"
 
@@ -33,6 +34,19 @@ inline constexpr std::array<std::string_view, 7> tensor_kind_names{
 [[nodiscard]] constexpr std::optional<tensor_kind> parse_tensor_kind(std::string_view name) noexcept {
   for (std::size_t i = 0; i < tensor_kind_names.size(); ++i) {
     if (tensor_kind_names[i] == name) return static_cast<tensor_kind>(i);
+  }
+  return std::nullopt;
+}
+
+/// Bytes per element of a dtype as frameworks spell it ("float32", "fp16",
+/// "int64", ...), or nothing for an unknown name.
+[[nodiscard]] constexpr std::optional<int> dtype_bytes(std::string_view dtype) noexcept {
+  constexpr std::pair<std::string_view, int> sizes[] = {
+      {"float64", 8}, {"float32", 4}, {"fp32", 4},  {"float16", 2}, {"fp16", 2}, {"bfloat16", 2},
+      {"bf16", 2},    {"int64", 8},   {"int32", 4}, {"int16", 2},   {"int8", 1}, {"uint8", 1},
+      {"bool", 1}};
+  for (const auto& [name, bytes] : sizes) {
+    if (name == dtype) return bytes;
   }
   return std::nullopt;
 }

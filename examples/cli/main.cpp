@@ -1,0 +1,527 @@
+// memplan: the command-line interface of DESIGN.md §8.
+//
+//   memplan models
+//   memplan info     SOURCE [--device D] [--json]
+//   memplan plan     SOURCE --device D --budget SIZE --planner P [--json] [--out plan.json] [--trace t.json] [--seed N]
+//   memplan compare  SOURCE --device D --budget SIZE [--planners a,b,...] [--json]
+//   memplan maxbatch --model M --device D [--budget SIZE] [--planners a,b,...] [--max-overhead X] [--json]
+//   memplan simulate --graph G --plan P --device D [--budget SIZE] [--json] [--trace t.json]
+//   memplan validate --graph G --plan P --budget SIZE [--device D] [--json]
+//
+// Exit status: 0 success, 1 bad input, 2 infeasible budget.
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "arguments.hpp"
+#include "memplan/cost/devices.hpp"
+#include "memplan/cost/profile.hpp"
+#include "memplan/io/graph_json.hpp"
+#include "memplan/io/plan_json.hpp"
+#include "memplan/io/report_json.hpp"
+#include "memplan/io/size.hpp"
+#include "memplan/io/trace.hpp"
+#include "memplan/model/zoo.hpp"
+#include "memplan/planners/registry.hpp"
+#include "memplan/problem.hpp"
+#include "memplan/sim/simulator.hpp"
+#include "memplan/sim/validator.hpp"
+
+namespace memplan::cli {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr option_spec model_options[] = {{"model"},  {"batch"},     {"scale"},  {"resolution"}, {"seq-len"},
+                                         {"dtype"},  {"optimizer"}, {"layers"}, {"cifar", false}};
+constexpr option_spec source_options[] = {{"graph"}, {"device"}, {"device-profile"}, {"json", false}};
+
+/// The options of a command: its own plus, where it reads a SOURCE, the source options.
+std::vector<option_spec> accepted(std::initializer_list<option_spec> own, bool with_source) {
+  std::vector<option_spec> all(own);
+  if (with_source) {
+    all.insert(all.end(), std::begin(model_options), std::end(model_options));
+    all.insert(all.end(), std::begin(source_options), std::end(source_options));
+  }
+  return all;
+}
+
+/// Thrown to leave with exit status 2 after a report was printed.
+struct infeasible_exit {};
+
+device_spec load_device(const arguments& args, std::string_view fallback) {
+  device_spec d = find_device(args.get("device").value_or(std::string(fallback)));
+  if (const auto profile = args.get("device-profile")) {
+    std::ifstream in(*profile);
+    MEMPLAN_EXPECTS(in.good(), invalid_argument, "--device-profile: cannot open '", *profile, "'");
+    json doc;
+    try {
+      doc = json::parse(in);
+    } catch (const json::exception& e) {
+      throw invalid_argument(detail::concat("--device-profile '", *profile, "': not JSON: ", e.what()));
+    }
+    d = read_device_profile(doc, d);
+  }
+  return d;
+}
+
+model::options read_model_options(const arguments& args) {
+  model::options o;
+  o.batch = static_cast<int>(args.integer("batch", o.batch, 1, 1 << 24));
+  o.scale = args.number("scale", o.scale, 1e-6, 1e6);
+  o.resolution = static_cast<int>(args.integer("resolution", o.resolution, 0, 1 << 16));
+  o.seq_len = static_cast<int>(args.integer("seq-len", o.seq_len, 0, 1 << 24));
+  o.layers = static_cast<int>(args.integer("layers", o.layers, 0, 1 << 24));
+  o.cifar = args.has("cifar");
+  if (const auto t = args.get("dtype")) {
+    if (*t == "fp32") o.type = model::dtype::fp32;
+    else if (*t == "fp16") o.type = model::dtype::fp16;
+    else if (*t == "bf16") o.type = model::dtype::bf16;
+    else throw invalid_argument(detail::concat("--dtype: '", *t, "' is not one of fp32, fp16, bf16"));
+  }
+  if (const auto t = args.get("optimizer")) {
+    if (*t == "sgd") o.opt = model::optimizer::sgd_momentum;
+    else if (*t == "adam") o.opt = model::optimizer::adam;
+    else throw invalid_argument(detail::concat("--optimizer: '", *t, "' is not one of sgd, adam"));
+  }
+  return o;
+}
+
+/// A SOURCE's graph, compiled against its schedule.
+struct source {
+  graph g;
+  problem p;
+};
+
+/// SOURCE := --model NAME [model options] | --graph FILE.json
+source load_source(const arguments& args, const device_spec& device) {
+  MEMPLAN_EXPECTS(args.has("model") != args.has("graph"), invalid_argument,
+                  "give exactly one SOURCE: --model NAME or --graph FILE.json");
+  if (const auto m = args.get("model")) {
+    graph g = model::build(*m, read_model_options(args), device);
+    problem p = compile(g);
+    return {std::move(g), std::move(p)};
+  }
+  auto doc = read_graph_file(args.require("graph"));
+  problem p = compile(doc.graph, doc.schedule);
+  return {std::move(doc.graph), std::move(p)};
+}
+
+/// SIZE: bytes, units, or a percentage of the baseline peak.
+bytes_t read_budget(const arguments& args, const problem& p) {
+  return resolve(parse_size(args.require("budget")), p.baseline_peak());
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+struct planned {
+  plan result;
+  report sim;
+  double planning_time_s = 0;
+};
+
+planned run_planner(const planner_entry& planner, const problem& p, const device_spec& d, bytes_t budget,
+                    const planner_options& options, bool timeline) {
+  const auto start = std::chrono::steady_clock::now();
+  plan result = planner.run(p, d, budget, options);
+  const double planning_time_s = seconds_since(start);
+  simulate_options so;
+  so.timeline = timeline;
+  report sim = simulate(p, result, d, budget, so);
+  sim.planner = std::string(planner.name);
+  return {std::move(result), std::move(sim), planning_time_s};
+}
+
+bool succeeded(const planned& r) { return r.result.feasible && r.sim.feasible; }
+
+json row_json(const planned& r) {
+  json j = to_json(r.sim);
+  j["feasible"] = succeeded(r);
+  if (!r.result.feasible) j["reason"] = r.result.reason;
+  j["planning_time_s"] = r.planning_time_s;
+  return j;
+}
+
+// ---- human-readable tables ----
+
+std::string fixed(double v, int digits) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(digits) << v;
+  return s.str();
+}
+
+void print_table(std::ostream& out, const std::vector<std::string>& header,
+                 const std::vector<std::vector<std::string>>& rows) {
+  std::vector<std::size_t> width(header.size());
+  for (std::size_t c = 0; c < header.size(); ++c) {
+    width[c] = header[c].size();
+    for (const auto& r : rows) width[c] = std::max(width[c], r[c].size());
+  }
+  const auto line = [&](const std::vector<std::string>& cells) {
+    for (std::size_t c = 0; c < cells.size(); ++c) {
+      out << (c == 0 ? std::left : std::right) << std::setw(static_cast<int>(width[c])) << cells[c]
+          << (c + 1 < cells.size() ? "  " : "\n");
+    }
+  };
+  line(header);
+  for (const auto& r : rows) line(r);
+}
+
+std::vector<std::string> row_cells(const planned& r) {
+  return {std::string(r.sim.planner),
+          succeeded(r) ? "yes" : "no",
+          format_bytes(succeeded(r) ? r.sim.peak_bytes : r.result.best_peak),
+          succeeded(r) ? fixed(r.sim.time_us / 1e3, 2) : "-",
+          succeeded(r) ? fixed(100 * r.sim.overhead, 1) + " %" : "-",
+          format_bytes(r.sim.swapped_out_bytes),
+          std::to_string(r.sim.recomputed_ops),
+          std::to_string(r.sim.split_ops),
+          fixed(r.planning_time_s * 1e3, 2)};
+}
+const std::vector<std::string> row_header{"planner", "feasible", "peak",       "time ms", "overhead",
+                                          "swapped", "recomputed", "split ops", "plan ms"};
+
+void print_problem_line(std::ostream& out, const problem& p, const device_spec& d, bytes_t budget) {
+  out << p.name << " on " << d.name << ": " << p.num_steps() << " ops, baseline peak "
+      << format_bytes(p.baseline_peak()) << ", baseline time " << fixed(p.baseline_time_us() / 1e3, 2)
+      << " ms, budget " << format_bytes(budget) << "\n";
+}
+
+planner_options read_planner_options(const arguments& args) {
+  planner_options o;
+  o.seed = static_cast<std::uint64_t>(args.integer("seed", 1, 0, (1LL << 62)));
+  o.time_limit_s = args.number("time-limit", 0, 0, 1e9);
+  o.threads = static_cast<int>(args.integer("threads", 0, 0, 1024));
+  return o;
+}
+
+std::vector<std::string> all_planner_names() {
+  std::vector<std::string> names;
+  for (const auto& e : planners()) names.emplace_back(e.name);
+  return names;
+}
+
+// ---- commands ----
+
+int cmd_models(const arguments& args) {
+  if (args.has("json")) {
+    json j{{"models", json::array()}, {"devices", json::array()}, {"planners", json::array()}};
+    for (const auto m : model::names()) j["models"].push_back(m);
+    for (const auto& d : devices()) {
+      j["devices"].push_back({{"name", d.name}, {"memory_bytes", d.memory_bytes}});
+    }
+    for (const auto& e : planners()) j["planners"].push_back({{"name", e.name}, {"summary", e.summary}});
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << "models:";
+  for (const auto m : model::names()) std::cout << " " << m;
+  std::cout << "\ndevices:\n";
+  for (const auto& d : devices()) std::cout << "  " << std::left << std::setw(12) << d.name << format_bytes(d.memory_bytes) << "\n";
+  std::cout << "planners:\n";
+  for (const auto& e : planners()) std::cout << "  " << std::left << std::setw(16) << e.name << e.summary << "\n";
+  return 0;
+}
+
+int cmd_info(const arguments& args) {
+  const device_spec d = load_device(args, "titan-rtx");
+  const auto [g, p] = load_source(args, d);
+  std::int64_t parameter_count = 0;
+  bytes_t parameter_bytes = 0;
+  for (std::size_t t = 0; t < g.num_tensors(); ++t) {
+    const tensor_info& info = g.tensor(static_cast<index_t>(t));
+    if (info.kind != tensor_kind::parameter) continue;
+    parameter_bytes += info.bytes;
+    parameter_count += element_count(info);
+  }
+  const json j{{"name", p.name},
+               {"device", d.name},
+               {"ops", p.num_steps()},
+               {"tensors", p.num_tensors()},
+               {"parameter_count", parameter_count},
+               {"parameter_bytes", parameter_bytes},
+               {"baseline_peak_bytes", p.baseline_peak()},
+               {"baseline_time_s", p.baseline_time_us() / 1e6}};
+  if (args.has("json")) {
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << p.name << " on " << d.name << "\n  ops        " << p.num_steps() << "\n  tensors    " << p.num_tensors()
+              << "\n  parameters " << parameter_count << " (" << format_bytes(parameter_bytes) << ")"
+              << "\n  baseline peak " << format_bytes(p.baseline_peak()) << "\n  baseline time "
+              << fixed(p.baseline_time_us() / 1e3, 3) << " ms\n";
+  }
+  return 0;
+}
+
+int cmd_plan(const arguments& args) {
+  const device_spec d = load_device(args, "");
+  const problem p = load_source(args, d).p;
+  const bytes_t budget = read_budget(args, p);
+  const auto r = run_planner(find_planner(args.require("planner")), p, d, budget, read_planner_options(args),
+                             args.has("trace"));
+  if (const auto out = args.get("out")) {
+    std::ofstream f(*out);
+    MEMPLAN_EXPECTS(f.good(), invalid_argument, "--out: cannot write '", *out, "'");
+    f << to_json(r.result, p).dump(1) << "\n";
+  }
+  if (const auto trace = args.get("trace")) {
+    std::ofstream f(*trace);
+    MEMPLAN_EXPECTS(f.good(), invalid_argument, "--trace: cannot write '", *trace, "'");
+    write_chrome_trace(f, p, r.result, r.sim);
+  }
+  if (args.has("json")) {
+    std::cout << row_json(r).dump(2) << "\n";
+  } else {
+    print_problem_line(std::cout, p, d, budget);
+    print_table(std::cout, row_header, {row_cells(r)});
+    if (!succeeded(r)) std::cout << "infeasible: " << (r.result.feasible ? r.sim.failure : r.result.reason) << "\n";
+  }
+  if (!succeeded(r)) throw infeasible_exit{};
+  return 0;
+}
+
+int cmd_compare(const arguments& args) {
+  const device_spec d = load_device(args, "");
+  const problem p = load_source(args, d).p;
+  const bytes_t budget = read_budget(args, p);
+  const planner_options options = read_planner_options(args);
+  std::vector<planned> rows;
+  for (const auto& name : args.list("planners", all_planner_names())) {
+    rows.push_back(run_planner(find_planner(name), p, d, budget, options, false));
+  }
+  if (args.has("json")) {
+    json j{{"name", p.name}, {"device", d.name}, {"budget_bytes", budget}, {"rows", json::array()}};
+    for (const auto& r : rows) j["rows"].push_back(row_json(r));
+    std::cout << j.dump(2) << "\n";
+  } else {
+    print_problem_line(std::cout, p, d, budget);
+    std::vector<std::vector<std::string>> cells;
+    for (const auto& r : rows) cells.push_back(row_cells(r));
+    print_table(std::cout, row_header, cells);
+  }
+  return 0;
+}
+
+/// The largest batch at which `planner` makes a feasible plan within
+/// `max_overhead`, by doubling then bisection (feasibility is taken to be
+/// monotone in the batch size).
+struct batch_result {
+  int max_batch = 0;
+  std::optional<planned> at_max;
+};
+
+batch_result search_batch(const arguments& args, const device_spec& d, const planner_entry& planner,
+                          const planner_options& options, double max_overhead, bool progress) {
+  model::options mo = read_model_options(args);
+  const std::string model_name = args.require("model");
+  const auto try_batch = [&](int batch) -> std::optional<planned> {
+    mo.batch = batch;
+    const problem p = compile(model::build(model_name, mo, d));
+    const bytes_t budget = args.has("budget") ? read_budget(args, p) : d.memory_bytes;
+    auto r = run_planner(planner, p, d, budget, options, false);
+    if (progress) std::cerr << "\r" << planner.name << ": batch " << batch << (succeeded(r) ? " fits    " : " fails   ") << std::flush;
+    if (!succeeded(r) || r.sim.overhead > max_overhead) return std::nullopt;
+    return r;
+  };
+  constexpr int max_batch = 1 << 20;
+  batch_result best;
+  int lo = 0;
+  int hi = 1;
+  while (hi <= max_batch) {
+    auto r = try_batch(hi);
+    if (!r) break;
+    lo = hi;
+    best.at_max = std::move(r);
+    hi *= 2;
+  }
+  // lo fits (or is 0), hi fails (or passed the cap).
+  hi = std::min(hi, max_batch + 1);
+  while (hi - lo > 1) {
+    const int mid = lo + (hi - lo) / 2;
+    if (auto r = try_batch(mid)) {
+      lo = mid;
+      best.at_max = std::move(r);
+    } else {
+      hi = mid;
+    }
+  }
+  if (progress) std::cerr << "\r" << std::string(40, ' ') << "\r";
+  best.max_batch = lo;
+  return best;
+}
+
+int cmd_maxbatch(const arguments& args) {
+  const device_spec d = load_device(args, "");
+  const double max_overhead = args.number("max-overhead", 1e300, 0, 1e300);
+  const planner_options options = read_planner_options(args);
+  const bool progress = isatty(STDERR_FILENO) != 0;
+  std::vector<std::pair<std::string, batch_result>> rows;
+  for (const auto& name : args.list("planners", all_planner_names())) {
+    rows.emplace_back(name, search_batch(args, d, find_planner(name), options, max_overhead, progress));
+  }
+  if (args.has("json")) {
+    json j{{"model", args.require("model")}, {"device", d.name}, {"rows", json::array()}};
+    for (const auto& [name, r] : rows) {
+      json row{{"planner", name}, {"max_batch", r.max_batch}};
+      if (r.at_max) {
+        row["time_s"] = r.at_max->sim.time_us / 1e6;
+        row["overhead"] = r.at_max->sim.overhead;
+        row["peak_bytes"] = r.at_max->sim.peak_bytes;
+      }
+      j["rows"].push_back(row);
+    }
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << args.require("model") << " on " << d.name << ": largest batch per planner\n";
+    std::vector<std::vector<std::string>> cells;
+    for (const auto& [name, r] : rows) {
+      cells.push_back({name, std::to_string(r.max_batch), r.at_max ? format_bytes(r.at_max->sim.peak_bytes) : "-",
+                       r.at_max ? fixed(100 * r.at_max->sim.overhead, 1) + " %" : "-"});
+    }
+    print_table(std::cout, {"planner", "max batch", "peak", "overhead"}, cells);
+  }
+  return 0;
+}
+
+/// The graph and plan files of `simulate` and `validate`.
+struct graph_and_plan {
+  problem p;
+  plan result;
+};
+
+graph_and_plan load_graph_and_plan(const arguments& args) {
+  const auto doc = read_graph_file(args.require("graph"));
+  problem p = compile(doc.graph, doc.schedule);
+  plan result = read_plan_file(args.require("plan"), p);
+  return {std::move(p), std::move(result)};
+}
+
+int cmd_simulate(const arguments& args) {
+  const device_spec d = load_device(args, "");
+  auto [p, result] = load_graph_and_plan(args);
+  const bytes_t budget = args.has("budget") ? read_budget(args, p) : result.budget;
+  simulate_options so;
+  so.timeline = args.has("trace");
+  report sim = simulate(p, result, d, budget, so);
+  sim.planner = result.planner;
+  if (const auto trace = args.get("trace")) {
+    std::ofstream f(*trace);
+    MEMPLAN_EXPECTS(f.good(), invalid_argument, "--trace: cannot write '", *trace, "'");
+    write_chrome_trace(f, p, result, sim);
+  }
+  const planned r{std::move(result), std::move(sim), 0.0};
+  if (args.has("json")) {
+    std::cout << row_json(r).dump(2) << "\n";
+  } else {
+    print_problem_line(std::cout, p, d, budget);
+    print_table(std::cout, row_header, {row_cells(r)});
+    if (!r.sim.feasible) std::cout << "infeasible: " << r.sim.failure << "\n";
+  }
+  if (!succeeded(r)) throw infeasible_exit{};
+  return 0;
+}
+
+int cmd_validate(const arguments& args) {
+  const device_spec d = load_device(args, "titan-rtx");
+  const auto [p, result] = load_graph_and_plan(args);
+  const bytes_t budget = read_budget(args, p);
+  const validation v = validate(p, result, d, budget);
+  if (args.has("json")) {
+    std::cout << json{{"valid", v.ok}, {"errors", v.errors}, {"peak_bytes", v.peak_bytes}, {"time_s", v.time_us / 1e6}}.dump(2)
+              << "\n";
+  } else if (v.ok) {
+    std::cout << "valid: peak " << format_bytes(v.peak_bytes) << " within " << format_bytes(budget) << ", time "
+              << fixed(v.time_us / 1e3, 3) << " ms\n";
+  } else {
+    for (const auto& e : v.errors) std::cerr << "invalid: " << e << "\n";
+  }
+  return v.ok ? 0 : 1;
+}
+
+const char* usage =
+    "usage: memplan COMMAND [options]\n"
+    "  models                                         zoo models, devices and planners\n"
+    "  info     SOURCE [--device D] [--json]          ops, tensors, parameters, baseline peak and time\n"
+    "  plan     SOURCE --device D --budget SIZE --planner P [--json] [--out plan.json] [--trace t.json] [--seed N]\n"
+    "  compare  SOURCE --device D --budget SIZE [--planners a,b,...] [--json]\n"
+    "  maxbatch --model M --device D [--budget SIZE] [--planners a,b,...] [--max-overhead X] [--json]\n"
+    "  simulate --graph G --plan P --device D [--budget SIZE] [--json] [--trace t.json]\n"
+    "  validate --graph G --plan P --budget SIZE [--json]\n"
+    "SOURCE := --model NAME [--batch N] [--scale K] [--resolution R] [--seq-len L] [--dtype fp32|fp16|bf16]\n"
+    "          [--optimizer sgd|adam] [--layers N] [--cifar] | --graph FILE.json\n"
+    "SIZE   := bytes | 24GiB | 11GB | 800MiB | 60%   (percent of the baseline peak)\n";
+
+int dispatch(std::string_view command, std::span<const char* const> rest) {
+  constexpr option_spec planner_flags[] = {{"seed"}, {"time-limit"}, {"threads"}};
+  const auto with_planner = [&](std::initializer_list<option_spec> own) {
+    auto all = accepted(own, true);
+    all.insert(all.end(), std::begin(planner_flags), std::end(planner_flags));
+    return all;
+  };
+  if (command == "models") return cmd_models(arguments(command, accepted({{"json", false}}, false), rest));
+  if (command == "info") return cmd_info(arguments(command, accepted({}, true), rest));
+  if (command == "plan") {
+    return cmd_plan(arguments(command, with_planner({{"budget"}, {"planner"}, {"out"}, {"trace"}}), rest));
+  }
+  if (command == "compare") return cmd_compare(arguments(command, with_planner({{"budget"}, {"planners"}}), rest));
+  if (command == "maxbatch") {
+    return cmd_maxbatch(arguments(command, with_planner({{"budget"}, {"planners"}, {"max-overhead"}}), rest));
+  }
+  if (command == "simulate") {
+    return cmd_simulate(arguments(
+        command, accepted({{"graph"}, {"plan"}, {"device"}, {"device-profile"}, {"budget"}, {"json", false}, {"trace"}}, false),
+        rest));
+  }
+  if (command == "validate") {
+    return cmd_validate(arguments(
+        command, accepted({{"graph"}, {"plan"}, {"device"}, {"device-profile"}, {"budget"}, {"json", false}}, false),
+        rest));
+  }
+  throw invalid_argument(detail::concat("unknown command '", command, "'\n", usage));
+}
+
+}  // namespace
+}  // namespace memplan::cli
+
+int main(int argc, char** argv) {
+  using namespace memplan;
+  const std::span<const char* const> words(argv, static_cast<std::size_t>(argc));
+  if (argc < 2 || std::string_view(argv[1]) == "--help" || std::string_view(argv[1]) == "help") {
+    std::cout << cli::usage;
+    return argc < 2 ? 1 : 0;
+  }
+  bool as_json = false;
+  for (const auto* w : words) as_json = as_json || std::string_view(w) == "--json";
+  const auto fail = [&](const char* kind, const std::string& message, int status) {
+    std::cerr << "memplan: " << message << "\n";
+    if (as_json) std::cout << nlohmann::json{{"error", {{"kind", kind}, {"message", message}}}}.dump(2) << "\n";
+    return status;
+  };
+  try {
+    return cli::dispatch(argv[1], words.subspan(2));
+  } catch (const cli::infeasible_exit&) {
+    return 2;
+  } catch (const infeasible_budget& e) {
+    return fail("infeasible_budget", e.what(), 2);
+  } catch (const invalid_graph& e) {
+    return fail("invalid_graph", e.what(), 1);
+  } catch (const invalid_argument& e) {
+    return fail("invalid_argument", e.what(), 1);
+  } catch (const error& e) {
+    return fail("error", e.what(), 1);
+  } catch (const std::bad_alloc&) {
+    return fail("out_of_host_memory", "out of host memory", 1);
+  }
+}

@@ -1,0 +1,24 @@
+#pragma once
+/// \file
+/// `none`: keep every tensor (the baseline every table starts from).
+
+#include "memplan/error.hpp"
+#include "memplan/planners/planner.hpp"
+
+namespace memplan {
+
+struct none_planner {
+  plan operator()(const problem& p, const device_spec&, bytes_t budget, const planner_options&) const {
+    plan result = keep_all_plan(p, budget);
+    const bytes_t peak = p.baseline_peak();
+    if (peak > budget) {
+      result.feasible = false;
+      result.reason = detail::concat("keeping every tensor needs ", peak, " bytes at its peak; the budget is ",
+                                     budget, " bytes");
+    }
+    return result;
+  }
+};
+static_assert(planner<none_planner>);
+
+}  // namespace memplan

@@ -1,0 +1,49 @@
+#pragma once
+/// \file
+/// Every planner by name, for the CLI and the `auto` portfolio. A planner
+/// joins by including its header here and adding a row to `entries`.
+
+#include <array>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "memplan/error.hpp"
+#include "memplan/planners/none.hpp"
+#include "memplan/planners/planner.hpp"
+
+namespace memplan {
+
+using planner_fn = plan (*)(const problem&, const device_spec&, bytes_t, const planner_options&);
+
+struct planner_entry {
+  std::string_view name;
+  std::string_view summary;
+  planner_fn run;
+};
+
+namespace detail {
+template <planner P>
+plan run_planner(const problem& p, const device_spec& d, bytes_t budget, const planner_options& o) {
+  return P{}(p, d, budget, o);
+}
+inline constexpr std::array planner_entries{
+    planner_entry{"none", "keep every tensor (baseline)", &run_planner<none_planner>},
+};
+}  // namespace detail
+
+/// The registered planners, in the order tables list them.
+[[nodiscard]] inline std::span<const planner_entry> planners() noexcept { return detail::planner_entries; }
+
+/// The planner called `name`.
+/// \throws invalid_argument naming the planner and listing the known ones.
+[[nodiscard]] inline const planner_entry& find_planner(std::string_view name) {
+  for (const auto& e : planners()) {
+    if (e.name == name) return e;
+  }
+  std::string known;
+  for (const auto& e : planners()) known.append(known.empty() ? "" : ", ").append(e.name);
+  throw invalid_argument(detail::concat("unknown planner '", name, "'; known planners: ", known));
+}
+
+}  // namespace memplan
