@@ -134,6 +134,38 @@ TEST_CASE("memplan-graph: tiny.json's baseline peak is the hand-computed 9900 by
   CHECK(p.baseline_time_us() == doctest::Approx(130.75));
 }
 
+TEST_CASE("memplan-graph: the PyTorch exports' baseline peaks are the hand-computed ones") {
+  // tests/data/README.md works both out tensor by tensor.
+  const auto mlp_doc = io::read_graph_file(fixture("pytorch_mlp.json"));
+  const auto mlp = memplan::compile(mlp_doc.graph, mlp_doc.schedule);
+  CHECK(mlp.num_steps() == 26);
+  CHECK(mlp.num_tensors() == 25);
+  CHECK(mlp.baseline_peak() == 9520);  // 4112 at steps 11 and 12 + 5408 persistent
+  CHECK(mlp.baseline_memory()[11] == 9520);
+  CHECK(mlp.baseline_memory()[12] == 9520);
+  CHECK(mlp.baseline_memory().back() == 5408);
+
+  const auto cnn_doc = io::read_graph_file(fixture("pytorch_cnn.json"));
+  const auto cnn = memplan::compile(cnn_doc.graph, cnn_doc.schedule);
+  CHECK(cnn.num_steps() == 37);
+  CHECK(cnn.num_tensors() == 42);
+  CHECK(cnn.baseline_peak() == 28288);  // 22088 at step 16 + 6200 persistent
+  CHECK(cnn.baseline_memory()[15] == 21064 + 6200);
+  CHECK(cnn.baseline_memory()[16] == 28288);
+  CHECK(cnn.baseline_memory()[17] == 18024 + 6200);
+  CHECK(cnn.baseline_memory().back() == 6200);
+  // BatchNorm's forward updates running statistics: the exporter forbids recomputing it.
+  CHECK(cnn_doc.graph.op(3).name == "forward.native_batch_norm.1");
+  CHECK_FALSE(cnn_doc.graph.op(3).recomputable);
+  CHECK(cnn_doc.graph.op(0).recomputable);
+
+  for (const auto* doc : {&mlp_doc, &cnn_doc}) {
+    const auto again = round_trip(*doc);
+    check_same(doc->graph, again.graph);
+    CHECK(again.schedule == doc->schedule);
+  }
+}
+
 TEST_CASE("memplan-graph: without a schedule, ops run in array order") {
   const auto doc = io::read_graph(tiny_with([](json& d) {
     d.erase("schedule");
