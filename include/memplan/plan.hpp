@@ -98,17 +98,17 @@ class plan_builder {
 
   index_t compute(index_t step, index_t parts = 1) { return run(action_kind::compute, step, parts); }
   index_t recompute(index_t step, index_t parts = 1) { return run(action_kind::recompute, step, parts); }
-  index_t swap_out(index_t t) {
-    const index_t on[] = {made_by_[static_cast<std::size_t>(t)]};
-    const index_t a = plan_.push({action_kind::swap_out, no_index, t, 1},
-                                 on[0] != no_index ? std::span(on) : std::span<const index_t>{});
+  /// `after`: more actions to wait for. Copy streams run ahead of the
+  /// compute stream, so a swap starts as soon as its events fire; a prefetch
+  /// needs an in-trigger (Capuchin §4.3) or it would bring the tensor back
+  /// as soon as it left.
+  index_t swap_out(index_t t, std::span<const index_t> after = {}) {
+    const index_t a = swap(action_kind::swap_out, t, made_by_[static_cast<std::size_t>(t)], after);
     saved_by_[static_cast<std::size_t>(t)] = a;
     return a;
   }
-  index_t swap_in(index_t t) {
-    const index_t on[] = {saved_by_[static_cast<std::size_t>(t)]};
-    const index_t a = plan_.push({action_kind::swap_in, no_index, t, 1},
-                                 on[0] != no_index ? std::span(on) : std::span<const index_t>{});
+  index_t swap_in(index_t t, std::span<const index_t> after = {}) {
+    const index_t a = swap(action_kind::swap_in, t, saved_by_[static_cast<std::size_t>(t)], after);
     made_by_[static_cast<std::size_t>(t)] = a;
     return a;
   }
@@ -125,6 +125,11 @@ class plan_builder {
   [[nodiscard]] plan finish() && { return std::move(plan_); }
 
  private:
+  index_t swap(action_kind kind, index_t t, index_t source, std::span<const index_t> after) {
+    on_.assign(after.begin(), after.end());
+    if (source != no_index) on_.push_back(source);
+    return plan_.push({kind, no_index, t, 1}, on_);
+  }
   index_t run(action_kind kind, index_t step, index_t parts) {
     on_.clear();
     for (const index_t t : p_->inputs(step)) {

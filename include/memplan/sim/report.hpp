@@ -1,0 +1,78 @@
+#pragma once
+/// \file
+/// `memplan::report`: what the simulator says a plan costs (DESIGN.md §5,
+/// last bullet), the numbers every planner is judged by.
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "memplan/fwd.hpp"
+#include "memplan/plan.hpp"
+
+namespace memplan {
+
+/// When one action ran (a row of the per-stream timeline).
+struct action_interval {
+  index_t action = no_index;  ///< index into `plan::actions`
+  stream_kind stream = stream_kind::compute;
+  double start_us = 0;
+  double end_us = 0;
+};
+
+/// Device memory in use from `time_us` until the next point.
+struct memory_point {
+  double time_us = 0;
+  bytes_t bytes = 0;
+};
+
+/// The simulator's verdict on one plan.
+struct report {
+  std::string planner;
+  bool feasible = false;
+  /// Why not feasible, empty when feasible: "out of memory at action 17
+  /// (compute 'conv3'): ..." or "invalid plan: ...".
+  std::string failure;
+
+  bytes_t budget_bytes = 0;
+  bytes_t peak_bytes = 0;           ///< highest device memory in use (so far, when infeasible)
+  bytes_t baseline_peak_bytes = 0;  ///< `problem::baseline_peak()`: no planning
+  bytes_t swapped_out_bytes = 0;    ///< sum over swap_out actions
+  bytes_t swapped_in_bytes = 0;     ///< sum over swap_in actions
+
+  double time_us = 0;           ///< iteration time: when the last action of any stream ends
+  double baseline_time_us = 0;  ///< `problem::baseline_time_us()`: the sum of op times
+  double overhead = 0;          ///< time_us / baseline_time_us - 1 (0 when the baseline is 0)
+  /// Time the compute stream sat idle (waiting for swap-ins, memory or the
+  /// tail of the copy streams): time_us minus its busy time, so that
+  /// time = baseline + recompute + split extra + stall.
+  double stall_us = 0;
+  double recompute_us = 0;  ///< total duration of recompute actions
+
+  index_t recomputed_ops = 0;  ///< recompute actions
+  index_t split_ops = 0;       ///< compute / recompute actions with parts > 1
+
+  std::vector<action_interval> timeline;  ///< in start order; empty unless recorded
+  std::vector<memory_point> memory_curve;  ///< after every change, time ascending; empty unless recorded
+};
+
+namespace detail {
+
+/// "512 MiB", "1.9 GiB", "300 B": sizes in messages.
+[[nodiscard]] inline std::string format_bytes(bytes_t b) {
+  static constexpr const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double v = static_cast<double>(b);
+  std::size_t u = 0;
+  while ((v >= 1024 || v <= -1024) && u + 1 < std::size(units)) {
+    v /= 1024;
+    ++u;
+  }
+  char text[32];
+  // Whole numbers print without decimals so that exact sizes read exactly.
+  const bool whole = v == static_cast<double>(static_cast<long long>(v));
+  std::snprintf(text, sizeof text, whole ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return text;
+}
+
+}  // namespace detail
+}  // namespace memplan

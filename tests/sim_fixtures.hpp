@@ -1,0 +1,150 @@
+#pragma once
+// Tiny graphs and plans whose costs are worked by hand, shared by
+// test_sim.cpp and test_validator.cpp.
+//
+// Device: both host links at 0.001 GB/s and no latency, so a copy of N bytes
+// takes exactly N µs (link_spec::transfer_us = 0 + N / (0.001 * 1e3)).
+//
+// The chain (steps and tensor indices):
+//   step 0 f1: x(10 B)         -> a1(100 B)   100 µs
+//   step 1 f2: a1              -> a2(100 B)   300 µs
+//   step 2 f3: a2              -> a3(100 B)   300 µs
+//   step 3 b3: a3, a2          -> g2(100 B)   300 µs
+//   step 4 b2: g2, a1          -> g1(100 B)   100 µs
+// Baseline: time 1100 µs; live bytes per step 110, 200, 300, 400, 300, so
+// the baseline peak is 400 B (step b3: a1 + a2 + a3 + g2).
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "memplan/cost/device.hpp"
+#include "memplan/graph/graph.hpp"
+#include "memplan/plan.hpp"
+#include "memplan/problem.hpp"
+
+namespace memplan::test {
+
+inline device_spec byte_per_us_device() {
+  device_spec d;
+  d.name = "byte-per-us";
+  d.d2h = {0.001, 0.0};
+  d.h2d = {0.001, 0.0};
+  d.launch_overhead_us = 5.0;
+  return d;
+}
+
+/// Adds tensors and ops to a graph and compiles it in insertion order.
+class graph_maker {
+ public:
+  index_t tensor(std::string name, bytes_t bytes, tensor_kind kind) {
+    return g_.add_tensor({.id = static_cast<std::int64_t>(g_.num_tensors()), .name = std::move(name),
+                          .bytes = bytes, .kind = kind, .shape = {}, .dtype = {}});
+  }
+  index_t op(std::string name, double time_us, std::vector<index_t> in, std::vector<index_t> out,
+             bytes_t workspace = 0, phase ph = phase::forward) {
+    return g_.add_op({.id = static_cast<std::int64_t>(g_.num_ops()), .name = std::move(name), .type = "op",
+                      .phase = ph, .time_us = time_us, .workspace_bytes = workspace, .inputs = std::move(in),
+                      .outputs = std::move(out), .recomputable = ph == phase::forward, .split_dims = {0}});
+  }
+  [[nodiscard]] problem compile() const {
+    schedule order(g_.num_ops());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<index_t>(i);
+    return memplan::compile(g_, order);
+  }
+
+ private:
+  graph g_{"test"};
+};
+
+namespace chain {
+inline constexpr index_t x = 0, a1 = 1, a2 = 2, a3 = 3, g2 = 4, g1 = 5;
+inline constexpr index_t f1 = 0, f2 = 1, f3 = 2, b3 = 3, b2 = 4;
+
+inline problem make() {
+  graph_maker m;
+  m.tensor("x", 10, tensor_kind::input);
+  m.tensor("a1", 100, tensor_kind::activation);
+  m.tensor("a2", 100, tensor_kind::activation);
+  m.tensor("a3", 100, tensor_kind::activation);
+  m.tensor("g2", 100, tensor_kind::gradient);
+  m.tensor("g1", 100, tensor_kind::gradient);
+  m.op("f1", 100, {x}, {a1});
+  m.op("f2", 300, {a1}, {a2});
+  m.op("f3", 300, {a2}, {a3});
+  m.op("b3", 300, {a3, a2}, {g2}, 0, phase::backward);
+  m.op("b2", 100, {g2, a1}, {g1}, 0, phase::backward);
+  return m.compile();
+}
+
+/// Swaps a1 out after f2 and back in, the swap-in triggered by the end of
+/// `trigger` (f3: in time for b2; b3: late). Actions: 0 f1, 1 f2,
+/// 2 swap_out a1, 3 f3, 4 b3, 5 swap_in a1, 6 b2.
+inline plan swap_a1(const problem& p, index_t trigger, bytes_t budget) {
+  plan_builder b(p, "swap-a1", budget);
+  b.compute(f1);
+  b.compute(f2);
+  b.swap_out(a1);
+  const index_t after[] = {b.compute(f3), b.compute(b3)};
+  b.swap_in(a1, std::span(after + (trigger == f3 ? 0 : 1), 1));
+  b.compute(b2);
+  return std::move(b).finish();
+}
+
+/// Frees a1 after f2 and recomputes f1 before b2. Actions: 0 f1, 1 f2,
+/// 2 free a1, 3 f3, 4 b3, 5 recompute f1, 6 b2.
+inline plan recompute_a1(const problem& p, bytes_t budget) {
+  plan_builder b(p, "recompute-a1", budget);
+  b.compute(f1);
+  b.compute(f2);
+  b.free(a1);
+  b.compute(f3);
+  b.compute(b3);
+  b.recompute(f1);
+  b.compute(b2);
+  return std::move(b).finish();
+}
+}  // namespace chain
+
+// A residual block with parameters and workspace (steps in order):
+//   step 0 conv1: x(50), w1(20 param)  -> a(100)    100 µs, workspace 30
+//   step 1 conv2: a, w2(20 param)      -> b(200)    200 µs, workspace 60
+//   step 2 relu:  b                    -> c(100)     50 µs
+//   step 3 add:   a, c                 -> d(100)     20 µs
+//   step 4 loss:  d                    -> gd(100)    10 µs
+//   step 5 bwd:   gd, b, w2            -> gw2(20 parameter_gradient) 200 µs, workspace 40
+// Live bytes per step (w1 + w2 = 40 always):
+//   0: x 50 + 40 + a 100 + ws 30             = 220
+//   1: 40 + a 100 + b 200 + ws 60            = 400
+//   2: 40 + a + b + c 100                    = 440
+//   3: 40 + a + b + c + d 100                = 540   <- baseline peak
+//   4: 40 + b + d + gd 100                   = 440
+//   5: 40 + b + gd + gw2 20 + ws 40          = 400
+// Baseline time 100 + 200 + 50 + 20 + 10 + 200 = 580 µs.
+namespace residual {
+inline constexpr index_t x = 0, w1 = 1, w2 = 2, a = 3, b = 4, c = 5, d = 6, gd = 7, gw2 = 8;
+
+inline problem make() {
+  graph_maker m;
+  m.tensor("x", 50, tensor_kind::input);
+  m.tensor("w1", 20, tensor_kind::parameter);
+  m.tensor("w2", 20, tensor_kind::parameter);
+  m.tensor("a", 100, tensor_kind::activation);
+  m.tensor("b", 200, tensor_kind::activation);
+  m.tensor("c", 100, tensor_kind::activation);
+  m.tensor("d", 100, tensor_kind::activation);
+  m.tensor("gd", 100, tensor_kind::gradient);
+  m.tensor("gw2", 20, tensor_kind::parameter_gradient);
+  m.op("conv1", 100, {x, w1}, {a}, 30);
+  m.op("conv2", 200, {a, w2}, {b}, 60);
+  m.op("relu", 50, {b}, {c});
+  m.op("add", 20, {a, c}, {d});
+  m.op("loss", 10, {d}, {gd}, 0, phase::backward);
+  m.op("bwd", 200, {gd, b, w2}, {gw2}, 40, phase::backward);
+  return m.compile();
+}
+}  // namespace residual
+
+}  // namespace memplan::test

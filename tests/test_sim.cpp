@@ -1,0 +1,303 @@
+// Tests of memplan/sim (simulator, report) and the report's JSON and Chrome
+// trace forms. Every number is worked by hand in the comments; the graphs
+// and the device are described in sim_fixtures.hpp.
+#include <doctest/doctest.h>
+
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "memplan/io/report_json.hpp"
+#include "memplan/io/trace.hpp"
+#include "memplan/sim/simulator.hpp"
+#include "sim_fixtures.hpp"
+
+namespace {
+
+using namespace memplan;
+namespace chain = memplan::test::chain;
+namespace residual = memplan::test::residual;
+
+const device_spec dev = memplan::test::byte_per_us_device();
+
+/// Device memory in use at time t: the last curve point at or before t.
+bytes_t memory_at(const report& r, double t) {
+  bytes_t b = 0;
+  for (const memory_point& m : r.memory_curve) {
+    if (m.time_us <= t) b = m.bytes;
+  }
+  return b;
+}
+
+constexpr simulate_options record_all{.record_timeline = true, .record_memory = true};
+
+}  // namespace
+
+TEST_CASE("keep-all costs exactly the baseline") {
+  SUBCASE("chain") {
+    const problem p = chain::make();
+    REQUIRE(p.baseline_peak() == 400);
+    const report r = simulate(p, keep_all_plan(p, 1000), dev, 1000);
+    CHECK(r.feasible);
+    CHECK(r.failure.empty());
+    CHECK(r.peak_bytes == 400);
+    CHECK(r.baseline_peak_bytes == 400);
+    CHECK(r.time_us == 1100);
+    CHECK(r.baseline_time_us == 1100);
+    CHECK(r.overhead == 0);
+    CHECK(r.stall_us == 0);
+    CHECK(r.swapped_out_bytes == 0);
+    CHECK(r.recomputed_ops == 0);
+  }
+  SUBCASE("residual block with parameters and workspace") {
+    const problem p = residual::make();
+    REQUIRE(p.baseline_peak() == 540);
+    const report r = simulate(p, keep_all_plan(p, 540), dev, 540);
+    CHECK(r.feasible);
+    CHECK(r.peak_bytes == 540);  // at `add`: w1 + w2 + a + b + c + d, see sim_fixtures.hpp
+    CHECK(r.time_us == 580);
+    CHECK(r.stall_us == 0);
+  }
+}
+
+TEST_CASE("a swap that overlaps fully costs no time") {
+  // swap_out a1 waits for f1 and runs on d2h over [100, 200] beside f2
+  // (100 B at 1 B/µs). a1 is released once f2, its last reader so far, ends
+  // at 400. swap_in a1 is triggered by the end of f3 (700) and runs over
+  // [700, 800], hidden behind b3 [700, 1000]; b2 starts at 1000 as without
+  // the swap. Memory during f3 is a2 + a3 = 200 B instead of 300; at 700,
+  // b3 (+g2) and the swap-in (+a1) bring it to a2 + a3 + g2 + a1 = 400 B.
+  const problem p = chain::make();
+  const report r = simulate(p, chain::swap_a1(p, chain::f3, 1000), dev, 1000, record_all);
+  CHECK(r.feasible);
+  CHECK(r.time_us == 1100);
+  CHECK(r.stall_us == 0);
+  CHECK(r.overhead == 0);
+  CHECK(r.peak_bytes == 400);
+  CHECK(r.swapped_out_bytes == 100);
+  CHECK(r.swapped_in_bytes == 100);
+  CHECK(memory_at(r, 500) == 200);
+  CHECK(memory_at(r, 1100) == 0);
+  REQUIRE(r.timeline.size() == 7);
+  // Start order: f1 0, f2 100, swap_out 100, f3 400, b3 700, swap_in 700, b2 1000.
+  CHECK(r.timeline[2].action == 2);
+  CHECK(r.timeline[2].stream == stream_kind::d2h);
+  CHECK(r.timeline[2].start_us == 100);
+  CHECK(r.timeline[2].end_us == 200);
+  CHECK(r.timeline[5].action == 5);
+  CHECK(r.timeline[5].stream == stream_kind::h2d);
+  CHECK(r.timeline[5].start_us == 700);
+  CHECK(r.timeline[5].end_us == 800);
+  CHECK(r.timeline[6].start_us == 1000);
+}
+
+TEST_CASE("a late swap-in stalls the compute stream") {
+  // The swap-in is triggered by the end of b3 (1000), runs [1000, 1100],
+  // and b2 waits for it: b2 runs [1100, 1200]. Time 1200 µs; the compute
+  // stream is busy 1100 µs, so it stalls 100 µs; overhead 1200/1100 - 1.
+  // Memory: at b3 (700) a1 is gone: a2 + a3 + g2 = 300; at 1000 a2 and a3
+  // die (100 left), the swap-in adds 100; at 1100 b2 adds g1: 300. Peak 300.
+  const problem p = chain::make();
+  const report r = simulate(p, chain::swap_a1(p, chain::b3, 300), dev, 300);
+  CHECK(r.feasible);
+  CHECK(r.time_us == 1200);
+  CHECK(r.stall_us == 100);
+  CHECK(r.overhead == doctest::Approx(1.0 / 11.0));
+  CHECK(r.peak_bytes == 300);
+
+  // One byte less and b3 cannot allocate g2 at 700: 200 B in use, nothing
+  // in flight to free.
+  const report oom = simulate(p, chain::swap_a1(p, chain::b3, 299), dev, 299);
+  CHECK_FALSE(oom.feasible);
+  CHECK(oom.failure ==
+        "out of memory at action 4 (compute 'b3'), at 700 us: needs 100 B (1 B more than is free), 200 B in use, "
+        "budget 299 B");
+}
+
+TEST_CASE("an allocation waits for in-flight frees") {
+  // The early-triggered swap-in of the first case, under a 300 B budget. At
+  // 700 b3 starts first (issued first): 200 + g2 = 300 B. The swap-in needs
+  // 100 B more and waits until b3 ends at 1000 and frees a2 and a3 (100 B
+  // left); it runs [1000, 1100] and b2 [1100, 1200]: 100 µs of stall.
+  const problem p = chain::make();
+  const report r = simulate(p, chain::swap_a1(p, chain::f3, 300), dev, 300, record_all);
+  CHECK(r.feasible);
+  CHECK(r.time_us == 1200);
+  CHECK(r.stall_us == 100);
+  CHECK(r.peak_bytes == 300);
+  CHECK(r.timeline[5].action == 5);
+  CHECK(r.timeline[5].start_us == 1000);
+}
+
+TEST_CASE("a recompute costs its op's time and saves its output's memory") {
+  // free a1 after f2 (at 400); recompute f1 before b2: [1000, 1100], b2
+  // [1100, 1200]. Time 1200 = 1100 + 100 of recompute, no stall. x (10 B)
+  // stays until the recompute, its last reader, ends. Memory: f2 at 100:
+  // x + a1 + a2 = 210; f3 at 400 after a1 goes: x + a2 + a3 = 210; b3 at
+  // 700: x + a2 + a3 + g2 = 310 (peak); recompute at 1000: x + g2 + a1 =
+  // 210; b2 at 1100 after x goes: g2 + a1 + g1 = 300.
+  const problem p = chain::make();
+  const report r = simulate(p, chain::recompute_a1(p, 310), dev, 310);
+  CHECK(r.feasible);
+  CHECK(r.time_us == 1200);
+  CHECK(r.stall_us == 0);
+  CHECK(r.recompute_us == 100);
+  CHECK(r.recomputed_ops == 1);
+  CHECK(r.peak_bytes == 310);
+  CHECK_FALSE(simulate(p, chain::recompute_a1(p, 309), dev, 309).feasible);
+}
+
+TEST_CASE("out of memory names the action, the op and the numbers") {
+  // keep-all under 350 B: at b3 (700) a1 + a2 + a3 = 300 B are in use and
+  // b3 needs g2 (100 B); a2 and a3 wait for b3 itself, so nothing can free.
+  const problem p = chain::make();
+  const report r = simulate(p, keep_all_plan(p, 350), dev, 350);
+  CHECK_FALSE(r.feasible);
+  CHECK(r.failure ==
+        "out of memory at action 3 (compute 'b3'), at 700 us: needs 100 B (50 B more than is free), 300 B in use, "
+        "budget 350 B");
+  CHECK(r.peak_bytes == 300);
+  // The tensors without a producer alone (x, 10 B) do not fit 5 B.
+  CHECK(simulate(p, keep_all_plan(p, 5), dev, 5).failure ==
+        "out of memory at time 0: the tensors without a producer need 10 B, budget 5 B");
+}
+
+TEST_CASE("a split op costs the split model's time and one part's workspace") {
+  // One op, 300 µs, workspace 51 B: x (10 B) -> y (100 B). Whole: peak
+  // 10 + 100 + 51 = 161. In 2 parts: 2 * 150 µs + 1 launch (5 µs) = 305 µs
+  // (cost/split.hpp), workspace ceil(51 / 2) = 26: peak 136.
+  test::graph_maker m;
+  const index_t x = m.tensor("x", 10, tensor_kind::input);
+  const index_t y = m.tensor("y", 100, tensor_kind::activation);
+  m.op("big", 300, {x}, {y}, 51);
+  const problem p = m.compile();
+  CHECK(simulate(p, keep_all_plan(p, 200), dev, 200).peak_bytes == 161);
+  plan_builder b(p, "split", 200);
+  b.compute(0, 2);
+  const report r = simulate(p, std::move(b).finish(), dev, 200);
+  CHECK(r.feasible);
+  CHECK(r.time_us == 305);
+  CHECK(r.peak_bytes == 136);
+  CHECK(r.split_ops == 1);
+}
+
+TEST_CASE("invalid plans are reported, never thrown or hung") {
+  const problem p = chain::make();
+  const auto failure = [&](const plan& pl) {
+    const report r = simulate(p, pl, dev, 1000);
+    CHECK_FALSE(r.feasible);
+    return r.failure;
+  };
+  SUBCASE("read after free") {
+    plan_builder b(p, "bad", 1000);
+    b.compute(chain::f1);
+    b.compute(chain::f2);
+    b.free(chain::a1);
+    b.compute(chain::f3);
+    b.compute(chain::b3);
+    b.compute(chain::b2);
+    CHECK(failure(std::move(b).finish()) ==
+          "invalid plan: action 5 (compute 'b2'): tensor 'a1' is not on the device; action 2 (free 'a1') released "
+          "it and nothing brought it back");
+  }
+  SUBCASE("swap-in without a swap-out") {
+    plan_builder b(p, "bad", 1000);
+    b.compute(chain::f1);
+    b.free(chain::a1);
+    b.swap_in(chain::a1);
+    CHECK(failure(std::move(b).finish()) ==
+          "invalid plan: action 2 (swap_in 'a1'): the tensor was never swapped out, so no host copy exists");
+  }
+  SUBCASE("a read that is not made to wait for its swap-in") {
+    // The swap-in is triggered by b3's end and runs [1000, 1100]; b2 lacks
+    // the wait and would start at 1000.
+    plan pl = chain::swap_a1(p, chain::b3, 1000);
+    pl.waits.pop_back();  // b2's wait on the swap-in
+    pl.wait_begin.back() -= 1;
+    CHECK(failure(pl) ==
+          "invalid plan: action 6 (compute 'b2') starts at 1000 us, but action 5 (swap_in 'a1'), which it needs for "
+          "tensor 'a1', ends at 1100 us: a wait is missing");
+  }
+  SUBCASE("structure") {
+    plan pl = keep_all_plan(p, 1000);
+    pl.waits.push_back(4);  // action 4 waits on itself
+    pl.wait_begin.back() += 1;
+    CHECK(failure(pl) == "invalid plan: action 4 waits on action 4, which is not an earlier action");
+    pl = keep_all_plan(p, 1000);
+    pl.actions.pop_back();
+    pl.wait_begin.pop_back();
+    CHECK(failure(pl) == "invalid plan: step 4 (op 'b2') is never computed");
+    pl = keep_all_plan(p, 1000);
+    pl.actions[4].step = 9;
+    CHECK(failure(pl) == "invalid plan: action 4 (compute) names step 9, but the problem has 5 steps");
+    pl = keep_all_plan(p, 1000);
+    pl.actions[4].step = 3;
+    CHECK(failure(pl) == "invalid plan: action 4 (compute 'b3'): the step is computed twice (use recompute)");
+    pl = keep_all_plan(p, 1000);
+    pl.wait_begin.pop_back();
+    CHECK(failure(pl).starts_with("invalid plan: wait_begin must hold 6"));
+  }
+  CHECK_THROWS_AS(static_cast<void>(simulate(p, keep_all_plan(p, 0), dev, -1)), invalid_argument);
+}
+
+TEST_CASE("a simulator object gives the same answers when reused") {
+  const problem p = chain::make();
+  simulator sim;
+  const plan late = chain::swap_a1(p, chain::b3, 300);
+  const plan recompute = chain::recompute_a1(p, 310);
+  for (int round = 0; round < 2; ++round) {
+    CHECK(sim.run(p, late, dev, 300).time_us == 1200);
+    CHECK(sim.run(p, recompute, dev, 310).peak_bytes == 310);
+    CHECK_FALSE(sim.run(p, keep_all_plan(p, 350), dev, 350).feasible);
+  }
+}
+
+TEST_CASE("report JSON carries the DESIGN §8 keys") {
+  const problem p = chain::make();
+  report r = simulate(p, chain::swap_a1(p, chain::b3, 300), dev, 300);
+  nlohmann::json j = io::to_json(r);
+  CHECK(j["planner"] == "swap-a1");
+  CHECK(j["feasible"] == true);
+  CHECK(j["budget_bytes"] == 300);
+  CHECK(j["baseline_peak_bytes"] == 400);
+  CHECK(j["peak_bytes"] == 300);
+  CHECK(j["baseline_time_s"].get<double>() == doctest::Approx(0.0011));
+  CHECK(j["time_s"].get<double>() == doctest::Approx(0.0012));
+  CHECK(j["stall_s"].get<double>() == doctest::Approx(0.0001));
+  CHECK(j["recompute_s"] == 0.0);
+  CHECK(j["swapped_bytes"] == 100);
+  CHECK(j["swapped_in_bytes"] == 100);
+  CHECK(j["recomputed_ops"] == 0);
+  CHECK(j["split_ops"] == 0);
+  CHECK(j["overhead"].get<double>() == doctest::Approx(1.0 / 11.0));
+  CHECK_FALSE(j.contains("failure"));
+  r = simulate(p, keep_all_plan(p, 350), dev, 350);
+  j = io::to_json(r);
+  CHECK(j["feasible"] == false);
+  CHECK(j["failure"] == r.failure);
+}
+
+TEST_CASE("Chrome trace: one track per stream, an X event per action, a memory counter") {
+  const problem p = chain::make();
+  const plan pl = chain::swap_a1(p, chain::b3, 300);
+  const report r = simulate(p, pl, dev, 300, record_all);
+  std::ostringstream out;
+  io::write_chrome_trace(out, p, pl, r);
+  const nlohmann::json trace = nlohmann::json::parse(out.str());
+  int threads = 0, complete = 0, counters = 0;
+  for (const auto& e : trace.at("traceEvents")) {
+    if (e["ph"] == "M" && e["name"] == "thread_name") ++threads;
+    if (e["ph"] == "X") ++complete;
+    if (e["ph"] == "C") ++counters;
+    if (e["ph"] == "X" && e["name"] == "swap_in a1") {
+      CHECK(e["tid"] == 2);
+      CHECK(e["ts"] == 1000.0);
+      CHECK(e["dur"] == 100.0);
+      CHECK(e["args"]["bytes"] == 100);
+    }
+  }
+  CHECK(threads == 3);
+  CHECK(complete == 7);
+  CHECK(counters == static_cast<int>(r.memory_curve.size()));
+}

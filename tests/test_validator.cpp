@@ -1,0 +1,189 @@
+// Tests of memplan/sim/validator.hpp: it rejects each kind of broken plan
+// with a message naming the action, op and tensor, and on valid plans it
+// agrees exactly with the simulator on peak and time. Graphs, plans and the
+// worked numbers are in sim_fixtures.hpp and test_sim.cpp.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <string_view>
+
+#include "memplan/sim/simulator.hpp"
+#include "memplan/sim/validator.hpp"
+#include "sim_fixtures.hpp"
+
+namespace {
+
+using namespace memplan;
+namespace chain = memplan::test::chain;
+namespace residual = memplan::test::residual;
+
+const device_spec dev = memplan::test::byte_per_us_device();
+
+/// The validator rejects `pl` with an error containing `needle`.
+void expect_rejected(const problem& p, const plan& pl, bytes_t budget, std::string_view needle) {
+  const validation v = validate(p, pl, dev, budget);
+  CHECK_FALSE(v.ok);
+  bool found = false;
+  for (const std::string& e : v.errors) found = found || e.find(needle) != std::string::npos;
+  INFO("expected an error containing: ", needle);
+  for (const std::string& e : v.errors) INFO(e);
+  CHECK(found);
+}
+
+/// The validator accepts `pl`, and its peak and time are the simulator's and the given ones.
+void expect_accepted(const problem& p, const plan& pl, bytes_t budget, bytes_t peak, double time_us) {
+  const validation v = validate(p, pl, dev, budget);
+  for (const std::string& e : v.errors) INFO(e);
+  CHECK(v.ok);
+  CHECK(v.errors.empty());
+  const report r = simulate(p, pl, dev, budget);
+  CHECK(r.feasible);
+  CHECK(v.peak_bytes == r.peak_bytes);
+  CHECK(v.time_us == r.time_us);
+  CHECK(v.peak_bytes == peak);
+  CHECK(v.time_us == time_us);
+}
+
+}  // namespace
+
+TEST_CASE("valid plans: the validator agrees with the simulator") {
+  const problem c = chain::make();
+  const problem res = residual::make();
+  expect_accepted(c, keep_all_plan(c, 400), 400, 400, 1100);
+  expect_accepted(res, keep_all_plan(res, 540), 540, 540, 580);
+  expect_accepted(c, chain::swap_a1(c, chain::f3, 1000), 1000, 400, 1100);  // full overlap
+  expect_accepted(c, chain::swap_a1(c, chain::b3, 300), 300, 300, 1200);    // 100 µs stall
+  expect_accepted(c, chain::swap_a1(c, chain::f3, 300), 300, 300, 1200);    // waits for memory
+  expect_accepted(c, chain::recompute_a1(c, 310), 310, 310, 1200);
+
+  // Residual: swap b and w2 out after relu, back in once loss ends.
+  //   conv1 [0, 100], conv2 [100, 300], relu [300, 350]: at relu
+  //   w1 + w2 + a + b + c = 440 B, the budget and the peak.
+  //   d2h: swap_out b [300, 500] (200 B), swap_out w2 [500, 520].
+  //   add needs d (100 B) at 350 with 440 in use: it waits for b to leave
+  //   at 500 (240 + 100 = 340) and runs [500, 520]; at 520 a, c and w2 go
+  //   (120 left), loss adds gd over [520, 530].
+  //   h2d, triggered at 530: swap_in b [530, 730], w2 [730, 750];
+  //   bwd [750, 950] with 400 B in use. Time 950 µs.
+  plan_builder b(res, "swap-b", 440);
+  for (index_t s = 0; s < 3; ++s) b.compute(s);
+  b.swap_out(residual::b);
+  b.swap_out(residual::w2);
+  b.compute(3);
+  const index_t trigger[] = {b.compute(4)};
+  b.swap_in(residual::b, trigger);
+  b.swap_in(residual::w2, trigger);
+  b.compute(5);
+  expect_accepted(res, std::move(b).finish(), 440, 440, 950);
+}
+
+TEST_CASE("read after free") {
+  const problem p = chain::make();
+  plan_builder b(p, "bad", 1000);
+  b.compute(chain::f1);
+  b.compute(chain::f2);
+  b.free(chain::a1);
+  b.compute(chain::f3);
+  b.compute(chain::b3);
+  b.compute(chain::b2);
+  expect_rejected(p, std::move(b).finish(), 1000,
+                  "action 5 (compute 'b2') reads tensor 'a1' after action 2 (free 'a1') released it");
+}
+
+TEST_CASE("double free") {
+  const problem p = chain::make();
+  plan_builder b(p, "bad", 1000);
+  b.compute(chain::f1);
+  b.compute(chain::f2);
+  b.free(chain::a1);
+  b.free(chain::a1);
+  expect_rejected(p, std::move(b).finish(), 1000,
+                  "action 3 (free 'a1') releases (twice) tensor 'a1' after action 2 (free 'a1') released it");
+}
+
+TEST_CASE("over budget") {
+  // keep-all peaks at 400 B (b3); at 399 B b3 can never allocate g2.
+  const problem p = chain::make();
+  expect_rejected(p, keep_all_plan(p, 399), 399,
+                  "over budget: action 3 (compute 'b3') needs 100 bytes at 700 us with 300 in use");
+}
+
+TEST_CASE("a swap-in ordered after its swap-out only by luck of timing") {
+  // The swap-in waits on f3 but not on the swap-out. The swap-out ends at
+  // 200 and f3 at 700, so the copy is complete in time — but nothing
+  // guarantees it. The simulator, which only times the plan, accepts it.
+  const problem p = chain::make();
+  plan pl = chain::swap_a1(p, chain::f3, 1000);
+  // Action 5 (swap_in) waits on {3 (f3), 2 (swap_out)}: drop the last.
+  const auto first = static_cast<std::size_t>(pl.wait_begin[5]);
+  REQUIRE(pl.waits[first + 1] == 2);
+  pl.waits.erase(pl.waits.begin() + static_cast<std::ptrdiff_t>(first) + 1);
+  for (std::size_t a = 6; a < pl.wait_begin.size(); ++a) --pl.wait_begin[a];
+  CHECK(simulate(p, pl, dev, 1000).feasible);
+  expect_rejected(p, pl, 1000, "action 5 (swap_in 'a1'): not ordered after the end of action 2 (swap_out 'a1')");
+}
+
+TEST_CASE("a read not ordered after the swap-in that makes it") {
+  const problem p = chain::make();
+  plan pl = chain::swap_a1(p, chain::f3, 1000);
+  pl.waits.pop_back();  // b2's wait on the swap-in
+  pl.wait_begin.back() -= 1;
+  expect_rejected(p, pl, 1000,
+                  "action 6 (compute 'b2') uses tensor 'a1' made by action 5 (swap_in 'a1'), but no wait");
+}
+
+TEST_CASE("lost parameter and parameter gradient") {
+  const problem p = residual::make();
+  SUBCASE("a parameter freed with no host copy") {
+    plan_builder b(p, "bad", 1000);
+    b.compute(0);
+    b.free(residual::w1);  // conv1 was its only reader: no read fails, but the next iteration needs it
+    for (index_t s = 1; s < 6; ++s) b.compute(s);
+    expect_rejected(p, std::move(b).finish(), 1000, "action 1 (free 'w1'): loses parameter 'w1'");
+  }
+  SUBCASE("a parameter swapped out is not lost") {
+    plan_builder b(p, "ok", 1000);
+    b.compute(0);
+    b.swap_out(residual::w1);
+    for (index_t s = 1; s < 6; ++s) b.compute(s);
+    CHECK(validate(p, std::move(b).finish(), dev, 1000).ok);
+  }
+}
+
+TEST_CASE("a parameter gradient freed before its use") {
+  // A parameter gradient consumed by an update op: freeing it before the
+  // update loses it even if something later brought... nothing can.
+  test::graph_maker m;
+  const index_t w = m.tensor("w", 10, tensor_kind::parameter);
+  const index_t gw = m.tensor("gw", 10, tensor_kind::parameter_gradient);
+  const index_t w2 = m.tensor("w.next", 10, tensor_kind::other);
+  m.op("grad", 5, {w}, {gw}, 0, phase::backward);
+  m.op("sgd", 5, {w, gw}, {w2}, 0, phase::update);
+  const problem p = m.compile();
+  plan_builder b(p, "bad", 100);
+  b.compute(0);
+  b.free(gw);
+  b.compute(1);
+  expect_rejected(p, std::move(b).finish(), 100,
+                  "action 1 (free 'gw'): loses parameter_gradient 'gw' before its use by op 'sgd'");
+}
+
+TEST_CASE("structure: out of range, waits forward, steps not computed once") {
+  const problem p = chain::make();
+  plan pl = keep_all_plan(p, 1000);
+  pl.actions[1].step = 7;
+  pl.actions.push_back({action_kind::free, no_index, 42, 1});
+  pl.waits.push_back(6);
+  pl.wait_begin.push_back(static_cast<index_t>(pl.waits.size()));
+  const validation v = validate(p, pl, dev, 1000);
+  CHECK_FALSE(v.ok);
+  REQUIRE(v.errors.size() == 3);
+  CHECK(v.errors[0] == "action 1 (compute): step 7 is out of range [0, 5)");
+  CHECK(v.errors[1] == "action 5 (free): tensor 42 is out of range [0, 6)");
+  CHECK(v.errors[2] == "action 5 waits on action 6, which does not come before it");
+
+  pl = keep_all_plan(p, 1000);
+  pl.actions[4].step = 3;  // b3 twice, b2 never
+  expect_rejected(p, pl, 1000, "action 4 (compute 'b3'): step 3 is computed more than once");
+  expect_rejected(p, pl, 1000, "step 4 (op 'b2') is never computed");
+}
