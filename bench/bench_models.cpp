@@ -3,10 +3,12 @@
 //
 //   build-zoo/bench/bench_models                       # Google Benchmark
 //   build-zoo/bench/bench_models --table               # docs/models.md table
+//   build-zoo/bench/bench_models --saved resnet50 8    # forward saved-tensor bytes
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -122,12 +124,38 @@ void print_table() {
   }
 }
 
+// Bytes of the activation and input tensors some backward op reads: what
+// autograd saves in the forward pass (examples/pytorch/saved_tensors.py).
+void print_saved(std::string_view name, int batch) {
+  model::options o;
+  o.batch = batch;
+  const graph g = model::build(name, o, find_device("titan-rtx"));
+  bytes_t saved = 0;
+  std::size_t count = 0;
+  for (std::size_t t = 0; t < g.num_tensors(); ++t) {
+    const auto& info = g.tensor(static_cast<index_t>(t));
+    if (info.kind != tensor_kind::activation && info.kind != tensor_kind::input) continue;
+    for (const index_t v : g.consumers(static_cast<index_t>(t))) {
+      if (g.op(v).phase == phase::backward) {
+        saved += info.bytes;
+        ++count;
+        break;
+      }
+    }
+  }
+  std::printf("| %s | %d | %zu | %lld |\n", std::string(name).c_str(), batch, count, static_cast<long long>(saved));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--table") == 0) {
       print_table();
+      return 0;
+    }
+    if (std::strcmp(argv[i], "--saved") == 0 && i + 2 < argc) {
+      print_saved(argv[i + 1], std::atoi(argv[i + 2]));
       return 0;
     }
   }
