@@ -29,11 +29,11 @@ struct roofline_efficiency {
   double memory = 1.0;   ///< of peak device-memory bandwidth
 };
 
-/// Convolutions and GEMMs: cuDNN/cuBLAS reach 60-75 % of peak FP32 on the
-/// large layers of ResNet/VGG/BERT (the cuDNN and cuBLAS performance guides;
-/// Lavin & Gray 2016 measure 70-80 % for 3x3 convolutions), and streaming
-/// kernels 80-90 % of peak DRAM bandwidth (BabelStream, Deakin et al. 2018:
-/// 85-92 % on P100/V100/A100). We take 0.65 and 0.85.
+/// Convolutions and GEMMs: cuDNN/cuBLAS typically reach 60-75 % of peak on
+/// the large layers of ResNet/VGG/BERT (NVIDIA's deep-learning performance
+/// guide), and streaming kernels roughly 80-90 % of peak DRAM bandwidth
+/// (BabelStream, Deakin et al. 2018). We take 0.65 and 0.85: middle values,
+/// to be replaced by a measured device profile where one exists.
 inline constexpr roofline_efficiency gemm_efficiency{0.65, 0.85};
 /// Element-wise ops, reductions, normalisation, pooling, optimizer updates:
 /// memory bound; they reach the same 85 % of bandwidth, and their few FLOPs
