@@ -24,7 +24,7 @@ inline constexpr bytes_t gib = bytes_t{1} << 30;
 
 /// Sustained pinned cudaMemcpyAsync rates on PCIe x16, each way. Gen3 moves
 /// ~12-13 GB/s of its 15.75 GB/s (128b/130b coding, TLP headers); device to
-/// host is a little faster, as Capuchin §6.3 observes. Each generation doubles.
+/// host is a little faster, as Capuchin observes. Each generation doubles.
 inline link_spec pcie_h2d(int gen) { return {gen >= 5 ? 48.0 : gen == 4 ? 24.0 : 12.0, 10.0}; }
 inline link_spec pcie_d2h(int gen) { return {gen >= 5 ? 50.0 : gen == 4 ? 25.0 : 13.0, 10.0}; }
 
