@@ -101,7 +101,6 @@ class field_reader {
     MEMPLAN_EXPECTS(object.is_object(), invalid_graph, where_, ": must be a JSON object, got ", quote(object));
   }
 
-  [[nodiscard]] const std::string& where() const noexcept { return where_; }
   [[nodiscard]] bool has(std::string_view field) const { return object_->contains(field); }
 
   /// Throws `invalid_graph("<where>: field '<field>' <parts...>")`.
