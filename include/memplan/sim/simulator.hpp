@@ -29,8 +29,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "memplan/cost/device.hpp"
@@ -79,6 +81,27 @@ class simulator {
     double time_us;
     bytes_t bytes;
   };
+  /// What the timed pass needs of an action (one cache line, not seven arrays).
+  struct action_info {
+    double duration_us;
+    bytes_t alloc;        ///< outputs made + workspace, allocated at start
+    bytes_t workspace;    ///< freed at end
+    index_t source;       ///< swap_in: the swap_out whose host copy it reads
+    index_t touch_begin;  ///< into `touches_`; the next action's is the end
+    index_t next;         ///< the next action on its stream, or the action count
+    stream_kind stream;
+  };
+  /// One device copy of a tensor: made by one action (or there at time 0),
+  /// released once every holder has ended.
+  struct copy_info {
+    bytes_t bytes;
+    double release_us;  ///< latest end of the holders started so far
+    index_t creator;    ///< no_index: on the device at time 0
+    index_t tensor;
+    /// Holders that have not started. A persistent tensor's last copy has
+    /// one more that never starts — the next iteration — so it is never freed.
+    index_t pending;
+  };
 
   static std::string_view kind_name(action_kind k) noexcept {
     switch (k) {
@@ -106,17 +129,18 @@ class simulator {
   }
 
   index_t new_copy(index_t t, bytes_t b, index_t creator) {
-    copy_bytes_.push_back(b);
-    copy_creator_.push_back(creator);
-    copy_tensor_.push_back(t);
-    copy_pending_.push_back(0);
-    copy_releasable_.push_back(0);
-    return static_cast<index_t>(copy_bytes_.size() - 1);
+    copy_info& c = copies_[copy_count_];
+    c.bytes = b;
+    c.release_us = 0;
+    c.creator = creator;
+    c.tensor = t;
+    c.pending = 0;
+    return static_cast<index_t>(copy_count_++);
   }
   /// Action being resolved holds copy c; `reads` says its creator must have ended first.
   void touch(index_t c, bool reads) {
-    touches_.push_back(c * 2 + (reads ? 1 : 0));
-    ++copy_pending_[static_cast<std::size_t>(c)];
+    touches_[touch_count_++] = c * 2 + (reads ? 1 : 0);
+    ++copies_[static_cast<std::size_t>(c)].pending;
   }
 
   /// Pass 1, in issue order (plan.hpp's rules on which copy is on the device).
@@ -132,19 +156,24 @@ class simulator {
                   r);
     }
 
-    stream_.resize(n);
-    duration_.resize(n);
-    alloc_.resize(n);
-    workspace_.resize(n);
-    source_.resize(n);
-    touch_begin_.resize(n + 1);
-    touches_.clear();
-    copy_bytes_.clear();
-    copy_creator_.clear();
-    copy_tensor_.clear();
-    copy_pending_.clear();
-    copy_releasable_.clear();
-    for (auto& list : stream_actions_) list.clear();
+    info_.resize(n + 1);
+    // Upper bounds, so that the loop below writes through indices: vector
+    // growth checks there cost more than the rest of its work.
+    std::size_t max_touches = 0;
+    std::size_t max_copies = tensors;
+    for (const action& act : pl.actions) {
+      const bool op = (act.kind == action_kind::compute || act.kind == action_kind::recompute) && act.step >= 0 &&
+                      static_cast<std::size_t>(act.step) < steps;
+      const std::size_t outputs = op ? p.outputs(act.step).size() : 0;
+      max_touches += op ? p.inputs(act.step).size() + outputs : 1;
+      max_copies += op ? outputs : 1;
+    }
+    if (touches_.size() < max_touches) touches_.resize(max_touches);
+    if (copies_.size() < max_copies) copies_.resize(max_copies);
+    touch_count_ = 0;
+    copy_count_ = 0;
+    for (index_t& first : first_) first = static_cast<index_t>(n);
+    index_t last[stream_count] = {no_index, no_index, no_index};
     current_.assign(tensors, no_index);
     saved_by_.assign(tensors, no_index);
     released_by_.assign(tensors, no_index);
@@ -161,7 +190,7 @@ class simulator {
     for (std::size_t i = 0; i < n; ++i) {
       const auto a = static_cast<index_t>(i);
       const action& act = pl.actions[i];
-      touch_begin_[i] = static_cast<index_t>(touches_.size());
+      const auto touch_begin = static_cast<index_t>(touch_count_);
       for (const index_t w : pl.waits_of(i)) {
         if (w < 0 || w >= a) {
           return fail(detail::concat("action ", a, " waits on action ", w, ", which is not an earlier action"), r);
@@ -206,7 +235,7 @@ class simulator {
             alloc += b;
           }
           const bytes_t w = p.workspace[static_cast<std::size_t>(s)];
-          workspace = (w + act.parts - 1) / act.parts;
+          workspace = act.parts == 1 ? w : (w + act.parts - 1) / act.parts;
           alloc += workspace;
           duration = split_time_us(dev, p.time_us[static_cast<std::size_t>(s)], act.parts);
           if (act.kind == action_kind::recompute) {
@@ -249,7 +278,6 @@ class simulator {
           // The release waits for this action too: a swap-out's copy must
           // end, and a free must have been reached on its stream.
           touch(c, act.kind == action_kind::swap_out);
-          copy_releasable_[static_cast<std::size_t>(c)] = 1;
           c = no_index;
           released_by_[ti] = a;
           if (act.kind == action_kind::swap_out) {
@@ -262,14 +290,13 @@ class simulator {
         default:
           return fail(detail::concat("action ", a, " has unknown kind ", static_cast<int>(act.kind)), r);
       }
-      stream_[i] = stream_of(act.kind);
-      duration_[i] = duration;
-      alloc_[i] = alloc;
-      workspace_[i] = workspace;
-      source_[i] = source;
-      stream_actions_[static_cast<std::size_t>(stream_[i])].push_back(a);
+      const stream_kind stream = stream_of(act.kind);
+      info_[i] = {duration, alloc, workspace, source, touch_begin, static_cast<index_t>(n), stream};
+      index_t& before = last[static_cast<std::size_t>(stream)];
+      (before == no_index ? first_[static_cast<std::size_t>(stream)] : info_[static_cast<std::size_t>(before)].next) = a;
+      before = a;
     }
-    touch_begin_[n] = static_cast<index_t>(touches_.size());
+    info_[n].touch_begin = static_cast<index_t>(touch_count_);
 
     for (std::size_t s = 0; s < steps; ++s) {
       if (!computed_[s]) return fail(detail::concat("step ", s, " (op '", p.op_name[s], "') is never computed"), r);
@@ -278,7 +305,7 @@ class simulator {
     // ends, unless the tensor persists across iterations (DESIGN.md §4).
     for (std::size_t t = 0; t < tensors; ++t) {
       const index_t c = current_[t];
-      if (c != no_index && !p.persistent(static_cast<index_t>(t))) copy_releasable_[static_cast<std::size_t>(c)] = 1;
+      if (c != no_index && p.persistent(static_cast<index_t>(t))) ++copies_[static_cast<std::size_t>(c)].pending;
     }
     return true;
   }
@@ -305,7 +332,8 @@ class simulator {
     const std::size_t n = pl.actions.size();
     end_.assign(n, never);
     frees_.clear();
-    std::size_t next[stream_count] = {};
+    std::size_t head[stream_count];  // per stream, its next action (n: none left)
+    for (std::size_t s = 0; s < stream_count; ++s) head[s] = static_cast<std::size_t>(first_[s]);
     double busy_until[stream_count] = {};
     double compute_busy = 0;
     double now = 0;
@@ -322,135 +350,133 @@ class simulator {
       return;
     }
     // Copies nobody holds (unused inputs) are released at once.
-    for (std::size_t c = 0; c < copy_bytes_.size(); ++c) {
-      if (copy_pending_[c] == 0 && copy_releasable_[c]) push_free(0, copy_bytes_[c]);
+    for (const copy_info& c : std::span(copies_).first(copy_count_)) {
+      if (c.pending == 0) push_free(0, c.bytes);
     }
-    copy_release_.assign(copy_bytes_.size(), 0.0);
 
     std::size_t started = 0;
     index_t blocked = no_index;  // the earliest-issued action waiting for memory
-    for (;;) {
-      // Frees at time t happen before allocations at time t.
-      while (!frees_.empty() && frees_.front().time_us <= now) {
-        in_use -= frees_.front().bytes;
+    // Frees are applied lazily, each at its own time, before any allocation
+    // at a later or equal time (frees at time t happen before allocations at t).
+    const auto apply_frees = [&](double until) {
+      while (!frees_.empty() && frees_.front().time_us <= until) {
+        const free_event f = frees_.front();
         std::ranges::pop_heap(frees_, std::ranges::greater{}, &free_event::time_us);
         frees_.pop_back();
-        if (opts.record_memory) r.memory_curve.push_back({now, in_use});
+        in_use -= f.bytes;
+        if (opts.record_memory) r.memory_curve.push_back({f.time_us, in_use});
       }
-      // The heads of the streams, lowest issue index first.
-      index_t heads[stream_count];
+    };
+    for (;;) {
+      apply_frees(now);
+      // The idle streams' heads, lowest issue index first.
+      std::size_t heads[stream_count];
+      std::size_t idle = 0;
       for (std::size_t s = 0; s < stream_count; ++s) {
-        heads[s] = next[s] < stream_actions_[s].size() ? stream_actions_[s][next[s]] : no_index;
+        if (busy_until[s] <= now && head[s] < n) {
+          // Insertion into the sorted prefix: at most three entries.
+          std::size_t k = idle++;
+          for (; k > 0 && heads[k - 1] > head[s]; --k) heads[k] = heads[k - 1];
+          heads[k] = head[s];
+        }
       }
-      std::ranges::sort(heads, [](index_t x, index_t y) {
-        return static_cast<std::uint32_t>(x) < static_cast<std::uint32_t>(y);  // no_index last
-      });
-      index_t chosen = no_index;
+      std::size_t chosen = n;
       blocked = no_index;
-      for (const index_t a : heads) {
-        if (a == no_index) break;
-        const auto i = static_cast<std::size_t>(a);
-        const auto s = static_cast<std::size_t>(stream_[i]);
-        if (busy_until[s] > now) continue;
+      for (std::size_t k = 0; k < idle; ++k) {
+        const std::size_t h = heads[k];
         bool ready = true;
-        for (const index_t w : pl.waits_of(i)) ready = ready && end_[static_cast<std::size_t>(w)] <= now;
+        for (const index_t w : pl.waits_of(h)) ready = ready && end_[static_cast<std::size_t>(w)] <= now;
         if (!ready) continue;
-        if (alloc_[i] > 0) {
+        const action_info& info = info_[h];
+        if (info.alloc > 0) {
           if (blocked != no_index) continue;  // first come, first served
-          if (in_use + alloc_[i] > budget) {
-            blocked = a;
+          if (in_use + info.alloc > budget) {
+            blocked = static_cast<index_t>(h);
             continue;
           }
         }
-        chosen = a;
+        chosen = h;
         break;
       }
-      if (chosen != no_index) {
-        if (!check_ready(p, pl, chosen, now, r)) return finish();
-        const auto i = static_cast<std::size_t>(chosen);
-        const auto s = static_cast<std::size_t>(stream_[i]);
-        const double end = now + duration_[i];
-        end_[i] = end;
-        busy_until[s] = end;
-        ++next[s];
+      if (chosen != n) {
+        const action_info& info = info_[chosen];
+        const index_t source = info.source;
+        if (source != no_index && end_[static_cast<std::size_t>(source)] > now) {
+          fail_late(p, pl, chosen, source, pl.actions[chosen].tensor, now, r);
+          return finish();
+        }
+        const double end = now + info.duration_us;
+        for (const index_t t : touches_of(chosen)) {
+          copy_info& c = copies_[static_cast<std::size_t>(t >> 1)];
+          // A copy it reads must have been made (plan.hpp): a wait is missing otherwise.
+          if ((t & 1) != 0 && c.creator != no_index && end_[static_cast<std::size_t>(c.creator)] > now) {
+            fail_late(p, pl, chosen, c.creator, c.tensor, now, r);
+            return finish();
+          }
+          c.release_us = std::max(c.release_us, end);
+          if (--c.pending == 0) push_free(c.release_us, c.bytes);
+        }
+        end_[chosen] = end;
+        busy_until[static_cast<std::size_t>(info.stream)] = end;
+        head[static_cast<std::size_t>(info.stream)] = static_cast<std::size_t>(info.next);
         ++started;
-        if (s == static_cast<std::size_t>(stream_kind::compute)) compute_busy += duration_[i];
-        if (alloc_[i] > 0) {
-          in_use += alloc_[i];
+        if (info.stream == stream_kind::compute) compute_busy += info.duration_us;
+        if (info.alloc > 0) {
+          in_use += info.alloc;
           r.peak_bytes = std::max(r.peak_bytes, in_use);
           if (opts.record_memory) r.memory_curve.push_back({now, in_use});
         }
-        if (opts.record_timeline) r.timeline.push_back({chosen, stream_[i], now, end});
-        for (auto k = static_cast<std::size_t>(touch_begin_[i]); k < static_cast<std::size_t>(touch_begin_[i + 1]);
-             ++k) {
-          const auto c = static_cast<std::size_t>(touches_[k] >> 1);
-          copy_release_[c] = std::max(copy_release_[c], end);
-          if (--copy_pending_[c] == 0 && copy_releasable_[c]) push_free(copy_release_[c], copy_bytes_[c]);
-        }
-        push_free(end, workspace_[i]);
+        if (opts.record_timeline) r.timeline.push_back({static_cast<index_t>(chosen), info.stream, now, end});
+        push_free(end, info.workspace);
         continue;
       }
-      double wake = frees_.empty() ? never : frees_.front().time_us;
+      // Only an action waiting for memory wakes at a free; others wait for
+      // an end. Skipping the other free times keeps the loop to ~2 turns per action.
+      double wake = blocked != no_index && !frees_.empty() ? frees_.front().time_us : never;
       for (const double b : busy_until) {
         if (b > now) wake = std::min(wake, b);
       }
       if (wake == never) break;
       now = wake;
     }
+    apply_frees(never);
     finish();
     if (started == n) return;
     // Nothing in flight and nothing left to free. Waits name only earlier
     // actions, so the earliest unstarted action is a head that is ready but
     // for memory: `blocked` is set, and its allocation can never fit.
-    const auto i = static_cast<std::size_t>(blocked);
+    const bytes_t need = info_[static_cast<std::size_t>(blocked)].alloc;
     r.failure = detail::concat("out of memory at ", describe(p, pl, blocked), ", at ", now, " us: needs ",
-                               detail::format_bytes(alloc_[i]), " (", detail::format_bytes(in_use + alloc_[i] - budget),
+                               detail::format_bytes(need), " (", detail::format_bytes(in_use + need - budget),
                                " more than is free), ", detail::format_bytes(in_use), " in use, budget ",
                                detail::format_bytes(budget));
   }
 
-  /// An action may start only once the copies it reads have been made, and a
-  /// swap-in only once its swap-out has ended (plan.hpp); the plan must order
-  /// them with waits, so a violation is an invalid plan.
-  bool check_ready(const problem& p, const plan& pl, index_t a, double now, report& r) {
-    const auto i = static_cast<std::size_t>(a);
-    const auto late = [&](index_t before, index_t t) {
-      const double e = end_[static_cast<std::size_t>(before)];
-      return fail(detail::concat(describe(p, pl, a), " starts at ", now, " us, but ", describe(p, pl, before),
-                                 ", which it needs for tensor '", p.tensor_name[static_cast<std::size_t>(t)], "', ",
-                                 e == never ? std::string("has not started") : detail::concat("ends at ", e, " us"),
-                                 ": a wait is missing"),
-                  r);
-    };
-    if (source_[i] != no_index && end_[static_cast<std::size_t>(source_[i])] > now) {
-      return late(source_[i], pl.actions[i].tensor);
-    }
-    for (auto k = static_cast<std::size_t>(touch_begin_[i]); k < static_cast<std::size_t>(touch_begin_[i + 1]); ++k) {
-      if ((touches_[k] & 1) == 0) continue;
-      const auto c = static_cast<std::size_t>(touches_[k] >> 1);
-      const index_t creator = copy_creator_[c];
-      if (creator != no_index && end_[static_cast<std::size_t>(creator)] > now) return late(creator, copy_tensor_[c]);
-    }
-    return true;
+  [[nodiscard]] std::span<const index_t> touches_of(std::size_t i) const {
+    const auto b = static_cast<std::size_t>(info_[i].touch_begin);
+    return {touches_.data() + b, static_cast<std::size_t>(info_[i + 1].touch_begin) - b};
   }
 
-  // Per action.
-  std::vector<stream_kind> stream_;
-  std::vector<double> duration_;
-  std::vector<bytes_t> alloc_;      ///< outputs made + workspace, allocated at start
-  std::vector<bytes_t> workspace_;  ///< freed at end
-  std::vector<index_t> source_;     ///< swap_in: the swap_out whose host copy it reads
-  std::vector<index_t> touch_begin_;
-  std::vector<index_t> touches_;  ///< copy * 2 + (1 if the action reads it)
-  std::vector<double> end_;
-  std::vector<index_t> stream_actions_[stream_count];
-  // Per device copy of a tensor.
-  std::vector<bytes_t> copy_bytes_;
-  std::vector<index_t> copy_creator_;  ///< no_index: on the device at time 0
-  std::vector<index_t> copy_tensor_;
-  std::vector<index_t> copy_pending_;  ///< holders that have not started
-  std::vector<std::uint8_t> copy_releasable_;
-  std::vector<double> copy_release_;  ///< latest end of the holders started so far
+  /// An action may start only once the copies it reads have been made, and a
+  /// swap-in only once its swap-out has ended (plan.hpp); the plan must order
+  /// them with waits, so starting `a` before `before` ends makes it invalid.
+  void fail_late(const problem& p, const plan& pl, std::size_t a, index_t before, index_t t, double now, report& r) {
+    const double e = end_[static_cast<std::size_t>(before)];
+    fail(detail::concat(describe(p, pl, static_cast<index_t>(a)), " starts at ", now, " us, but ",
+                        describe(p, pl, before), ", which it needs for tensor '",
+                        p.tensor_name[static_cast<std::size_t>(t)], "', ",
+                        e == never ? std::string("has not started") : detail::concat("ends at ", e, " us"),
+                        ": a wait is missing"),
+         r);
+  }
+
+  std::vector<action_info> info_;  ///< per action, plus one for the end of the touches
+  std::vector<index_t> touches_;   ///< per action, the copies it holds: copy * 2 + (1 if it reads it)
+  std::size_t touch_count_ = 0;    ///< used part of `touches_`
+  std::vector<double> end_;        ///< per action; `never` until it starts
+  index_t first_[stream_count] = {};  ///< per stream, its first action
+  std::vector<copy_info> copies_;
+  std::size_t copy_count_ = 0;  ///< used part of `copies_`
   // Per tensor / step, during resolve.
   std::vector<index_t> current_;      ///< the copy on the device, or no_index
   std::vector<index_t> saved_by_;     ///< latest swap_out (the host copy)
