@@ -41,6 +41,7 @@ namespace memplan::cli {
 namespace {
 
 using json = nlohmann::json;
+using namespace memplan::io;
 
 constexpr option_spec model_options[] = {{"model"},  {"batch"},     {"scale"},  {"resolution"}, {"seq-len"},
                                          {"dtype"},  {"optimizer"}, {"layers"}, {"cifar", false}};
@@ -68,7 +69,7 @@ device_spec load_device(const arguments& args, std::string_view fallback) {
     try {
       doc = json::parse(in);
     } catch (const json::exception& e) {
-      throw invalid_argument(detail::concat("--device-profile '", *profile, "': not JSON: ", e.what()));
+      throw invalid_argument(memplan::detail::concat("--device-profile '", *profile, "': not JSON: ", e.what()));
     }
     d = read_device_profile(doc, d);
   }
@@ -87,12 +88,12 @@ model::options read_model_options(const arguments& args) {
     if (*t == "fp32") o.type = model::dtype::fp32;
     else if (*t == "fp16") o.type = model::dtype::fp16;
     else if (*t == "bf16") o.type = model::dtype::bf16;
-    else throw invalid_argument(detail::concat("--dtype: '", *t, "' is not one of fp32, fp16, bf16"));
+    else throw invalid_argument(memplan::detail::concat("--dtype: '", *t, "' is not one of fp32, fp16, bf16"));
   }
   if (const auto t = args.get("optimizer")) {
     if (*t == "sgd") o.opt = model::optimizer::sgd_momentum;
     else if (*t == "adam") o.opt = model::optimizer::adam;
-    else throw invalid_argument(detail::concat("--optimizer: '", *t, "' is not one of sgd, adam"));
+    else throw invalid_argument(memplan::detail::concat("--optimizer: '", *t, "' is not one of sgd, adam"));
   }
   return o;
 }
@@ -138,7 +139,8 @@ planned run_planner(const planner_entry& planner, const problem& p, const device
   plan result = planner.run(p, d, budget, options);
   const double planning_time_s = seconds_since(start);
   simulate_options so;
-  so.timeline = timeline;
+  so.record_timeline = timeline;
+  so.record_memory = timeline;
   report sim = simulate(p, result, d, budget, so);
   sim.planner = std::string(planner.name);
   return {std::move(result), std::move(sim), planning_time_s};
@@ -413,7 +415,8 @@ int cmd_simulate(const arguments& args) {
   auto [p, result] = load_graph_and_plan(args);
   const bytes_t budget = args.has("budget") ? read_budget(args, p) : result.budget;
   simulate_options so;
-  so.timeline = args.has("trace");
+  so.record_timeline = args.has("trace");
+  so.record_memory = args.has("trace");
   report sim = simulate(p, result, d, budget, so);
   sim.planner = result.planner;
   if (const auto trace = args.get("trace")) {
@@ -442,7 +445,8 @@ int cmd_validate(const arguments& args) {
     std::cout << json{{"valid", v.ok}, {"errors", v.errors}, {"peak_bytes", v.peak_bytes}, {"time_s", v.time_us / 1e6}}.dump(2)
               << "\n";
   } else if (v.ok) {
-    std::cout << "valid: peak " << format_bytes(v.peak_bytes) << " within " << format_bytes(budget) << ", time "
+    std::cout << "valid: peak " << v.peak_bytes << " B (" << format_bytes(v.peak_bytes) << ") within " << budget
+              << " B, time "
               << fixed(v.time_us / 1e3, 3) << " ms\n";
   } else {
     for (const auto& e : v.errors) std::cerr << "invalid: " << e << "\n";
@@ -489,7 +493,7 @@ int dispatch(std::string_view command, std::span<const char* const> rest) {
         command, accepted({{"graph"}, {"plan"}, {"device"}, {"device-profile"}, {"budget"}, {"json", false}}, false),
         rest));
   }
-  throw invalid_argument(detail::concat("unknown command '", command, "'\n", usage));
+  throw invalid_argument(memplan::detail::concat("unknown command '", command, "'\n", usage));
 }
 
 }  // namespace
