@@ -9,8 +9,11 @@
 #include <string_view>
 
 #include "memplan/error.hpp"
+#include "memplan/planners/checkpoint.hpp"
 #include "memplan/planners/none.hpp"
 #include "memplan/planners/planner.hpp"
+#include "memplan/planners/superneurons.hpp"
+#include "memplan/planners/vdnn.hpp"
 
 namespace memplan {
 
@@ -29,6 +32,13 @@ plan run_planner(const problem& p, const device_spec& d, bytes_t budget, const p
 }
 inline constexpr std::array planner_entries{
     planner_entry{"none", "keep every tensor (baseline)", &run_planner<none_planner>},
+    planner_entry{"vdnn-conv", "vDNN: offload conv inputs, layer-synchronous (Rhu et al. 2016)",
+                  &run_planner<vdnn_conv_planner>},
+    planner_entry{"vdnn-all", "vDNN: offload every layer's inputs, layer-synchronous (Rhu et al. 2016)",
+                  &run_planner<vdnn_all_planner>},
+    planner_entry{"checkpoint", "sqrt(n) gradient checkpointing (Chen et al. 2016)", &run_planner<checkpoint_planner>},
+    planner_entry{"superneurons", "swap conv outputs, recompute cheap layers (Wang et al. 2018)",
+                  &run_planner<superneurons_planner>},
 };
 }  // namespace detail
 

@@ -1,0 +1,193 @@
+#pragma once
+/// \file
+/// What the fixed-strategy baselines (vDNN, checkpointing, SuperNeurons)
+/// share: which tensors are saved for the backward pass, an action emitter
+/// that tracks where each tensor lives and brings it back (swap-in or
+/// recompute) when an op needs it, and the final check against the budget.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "memplan/cost/device.hpp"
+#include "memplan/error.hpp"
+#include "memplan/plan.hpp"
+#include "memplan/problem.hpp"
+#include "memplan/sim/simulator.hpp"
+
+namespace memplan::detail::baseline {
+
+/// Per tensor: its last forward reader and first backward reader (no_index: none).
+struct forward_backward_uses {
+  std::vector<index_t> last_forward;
+  std::vector<index_t> first_backward;
+
+  explicit forward_backward_uses(const problem& p)
+      : last_forward(p.num_tensors(), no_index), first_backward(p.num_tensors(), no_index) {
+    for (std::size_t t = 0; t < p.num_tensors(); ++t) {
+      for (const index_t s : p.uses(static_cast<index_t>(t))) {
+        const phase ph = p.op_phase[static_cast<std::size_t>(s)];
+        if (ph == phase::forward) last_forward[t] = s;
+        if (ph == phase::backward && first_backward[t] == no_index) first_backward[t] = s;
+      }
+    }
+  }
+  /// The step after which the forward pass is done with t: its last forward
+  /// reader, or its producer when no forward op reads it.
+  [[nodiscard]] index_t forward_done(const problem& p, index_t t) const {
+    const index_t f = last_forward[static_cast<std::size_t>(t)];
+    return f != no_index ? f : p.producer[static_cast<std::size_t>(t)];
+  }
+  /// An activation (or input) made in the forward pass and read again in the
+  /// backward pass after every forward read: what the baselines may evict.
+  [[nodiscard]] bool saved_for_backward(const problem& p, index_t t) const {
+    const auto ti = static_cast<std::size_t>(t);
+    if (p.kind[ti] != tensor_kind::activation && p.kind[ti] != tensor_kind::input) return false;
+    const index_t made = p.producer[ti];
+    if (made != no_index && p.op_phase[static_cast<std::size_t>(made)] != phase::forward) return false;
+    const index_t done = forward_done(p, t);
+    return first_backward[ti] != no_index && done != no_index && done < first_backward[ti];
+  }
+  /// saved_for_backward and its producer may run again.
+  [[nodiscard]] bool droppable(const problem& p, index_t t) const {
+    const index_t made = p.producer[static_cast<std::size_t>(t)];
+    return saved_for_backward(p, t) && made != no_index && p.recomputable[static_cast<std::size_t>(made)] != 0;
+  }
+};
+
+enum class residence : std::uint8_t { device, freed, host };
+
+/// Appends `extra` (action, earlier action it waits on), sorted by action,
+/// to the waits of `pl`: plan_builder derives only the waits of swap-ins.
+inline void add_waits(plan& pl, std::span<const std::pair<index_t, index_t>> extra) {
+  if (extra.empty()) return;
+  std::vector<index_t> begin{0};
+  std::vector<index_t> waits;
+  waits.reserve(pl.waits.size() + extra.size());
+  std::size_t e = 0;
+  for (std::size_t a = 0; a < pl.actions.size(); ++a) {
+    for (const index_t w : pl.waits_of(a)) waits.push_back(w);
+    for (; e < extra.size() && static_cast<std::size_t>(extra[e].first) == a; ++e) waits.push_back(extra[e].second);
+    begin.push_back(static_cast<index_t>(waits.size()));
+  }
+  pl.wait_begin = std::move(begin);
+  pl.waits = std::move(waits);
+}
+
+/// Emits a baseline's actions in issue order over a plan_builder and keeps
+/// track of where each tensor is, so that an op's inputs can be brought back
+/// on demand: a swapped tensor by a swap-in, a freed one by recomputing its
+/// producer (after bringing back the producer's inputs, recursively).
+class emitter {
+ public:
+  emitter(const problem& p, std::string planner, bytes_t budget)
+      : p_(&p), b_(p, std::move(planner), budget), where_(p.num_tensors(), residence::device),
+        needed_at_(p.num_tensors(), no_index) {}
+
+  [[nodiscard]] residence where(index_t t) const { return where_[static_cast<std::size_t>(t)]; }
+  /// Per tensor: the step that first needed it back from the host while it
+  /// was still there (a swap-in on demand), or no_index.
+  [[nodiscard]] const std::vector<index_t>& needed_at() const noexcept { return needed_at_; }
+
+  /// Brings every input of step s onto the device.
+  void bring_inputs(index_t s) {
+    step_ = s;
+    for (const index_t t : p_->inputs(s)) bring(t);
+  }
+  /// Brings t onto the device: swap-in or recompute.
+  void bring(index_t t) {
+    const auto ti = static_cast<std::size_t>(t);
+    switch (where_[ti]) {
+      case residence::device: return;
+      case residence::host:
+        if (needed_at_[ti] == no_index) needed_at_[ti] = step_;
+        prefetch(t);
+        return;
+      case residence::freed: {
+        const index_t made = p_->producer[ti];
+        for (const index_t in : p_->inputs(made)) bring(in);
+        last_compute_ = b_.recompute(made);
+        // recompute makes every output that is not on the device.
+        for (const index_t out : p_->outputs(made)) where_[static_cast<std::size_t>(out)] = residence::device;
+        return;
+      }
+    }
+  }
+  /// Swaps t in if it is on the host, started by the end of the latest
+  /// compute-stream action (the in-trigger).
+  void prefetch(index_t t) {
+    if (where_[static_cast<std::size_t>(t)] != residence::host) return;
+    if (last_compute_ != no_index) {
+      b_.swap_in(t, std::span(&last_compute_, 1));
+    } else {
+      b_.swap_in(t);
+    }
+    where_[static_cast<std::size_t>(t)] = residence::device;
+  }
+  /// Runs step s (its inputs must be on the device), after `also_after`.
+  index_t compute(index_t s, std::span<const index_t> also_after = {}) {
+    last_compute_ = b_.compute(s);
+    for (const index_t w : also_after) extra_.emplace_back(last_compute_, w);
+    return last_compute_;
+  }
+  index_t swap_out(index_t t) {
+    b_.decide(t, decision::swap);
+    where_[static_cast<std::size_t>(t)] = residence::host;
+    return b_.swap_out(t);
+  }
+  void free(index_t t) {
+    b_.decide(t, decision::recompute);
+    where_[static_cast<std::size_t>(t)] = residence::freed;
+    b_.free(t);
+  }
+
+  /// The plan, judged by the simulator under `budget`: a fixed strategy
+  /// that does not fit is marked infeasible with the peak it needs.
+  [[nodiscard]] plan finish(const device_spec& dev) && {
+    plan result = std::move(b_).finish();
+    add_waits(result, extra_);
+    simulator sim;
+    const report r = sim.run(*p_, result, dev, result.budget);
+    if (r.feasible) {
+      result.best_peak = r.peak_bytes;
+      return result;
+    }
+    const report unlimited = sim.run(*p_, result, dev, std::numeric_limits<bytes_t>::max() / 2);
+    result.feasible = false;
+    result.best_peak = unlimited.peak_bytes;
+    result.reason = concat(result.planner, ": the plan needs ", unlimited.peak_bytes, " bytes (",
+                           format_bytes(unlimited.peak_bytes), ") at its peak; the budget is ", result.budget,
+                           " bytes (", format_bytes(result.budget), "): ", r.failure);
+    return result;
+  }
+
+ private:
+  const problem* p_;
+  plan_builder b_;
+  std::vector<residence> where_;
+  std::vector<index_t> needed_at_;
+  std::vector<std::pair<index_t, index_t>> extra_;  ///< (compute action, swap-out it waits for)
+  index_t last_compute_ = no_index;
+  index_t step_ = no_index;
+};
+
+/// Swap planners run twice: the first pass swaps everything in on demand
+/// and learns the step that first needs each tensor back; the second
+/// prefetches it one op ahead of that step. Returns, per step s, the
+/// tensors to prefetch before s runs.
+[[nodiscard]] inline std::vector<std::vector<index_t>> prefetch_schedule(const problem& p,
+                                                                         const std::vector<index_t>& needed_at) {
+  std::vector<std::vector<index_t>> at(p.num_steps());
+  for (std::size_t t = 0; t < needed_at.size(); ++t) {
+    const index_t s = needed_at[t];
+    if (s != no_index && s > 0) at[static_cast<std::size_t>(s) - 1].push_back(static_cast<index_t>(t));
+  }
+  return at;
+}
+
+}  // namespace memplan::detail::baseline

@@ -1,0 +1,178 @@
+// Tests of the baseline planners (vDNN, sqrt(n) checkpointing,
+// SuperNeurons): hand-worked costs on small chains, and plans on zoo models
+// that the validator accepts. Device: sim_fixtures.hpp's 1 B/µs links.
+#include <doctest/doctest.h>
+
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "memplan/cost/devices.hpp"
+#include "memplan/model/zoo.hpp"
+#include "memplan/planners/registry.hpp"
+#include "memplan/sim/simulator.hpp"
+#include "memplan/sim/validator.hpp"
+#include "sim_fixtures.hpp"
+
+namespace {
+
+using namespace memplan;
+const device_spec dev = memplan::test::byte_per_us_device();
+constexpr bytes_t unlimited = std::numeric_limits<bytes_t>::max() / 2;
+
+plan run(std::string_view planner, const problem& p, const device_spec& d, bytes_t budget) {
+  return find_planner(planner).run(p, d, budget, planner_options{});
+}
+
+// Three layers, every op 100 µs, backward in reverse (steps in order):
+//   0 f1: x(100 input) -> a1(200)    3 b3: a3     -> g3(100)
+//   1 f2: a1 -> a2(200)              4 b2: g3, a2 -> g2(100)
+//   2 f3: a2 -> a3(100)              5 b1: g2, a1 -> g1(100)
+//                                    6 b0: g1, x  -> g0(100)
+// Baseline: 700 µs; live bytes per step 300, 500, 600, 700, 700, 500, 300.
+problem three_layers() {
+  test::graph_maker m;
+  const index_t x = m.tensor("x", 100, tensor_kind::input);
+  const index_t a1 = m.tensor("a1", 200, tensor_kind::activation);
+  const index_t a2 = m.tensor("a2", 200, tensor_kind::activation);
+  const index_t a3 = m.tensor("a3", 100, tensor_kind::activation);
+  const index_t g3 = m.tensor("g3", 100, tensor_kind::gradient);
+  const index_t g2 = m.tensor("g2", 100, tensor_kind::gradient);
+  const index_t g1 = m.tensor("g1", 100, tensor_kind::gradient);
+  const index_t g0 = m.tensor("g0", 100, tensor_kind::gradient);
+  m.op("f1", 100, {x}, {a1});
+  m.op("f2", 100, {a1}, {a2});
+  m.op("f3", 100, {a2}, {a3});
+  m.op("b3", 100, {a3}, {g3}, 0, phase::backward);
+  m.op("b2", 100, {g3, a2}, {g2}, 0, phase::backward);
+  m.op("b1", 100, {g2, a1}, {g1}, 0, phase::backward);
+  m.op("b0", 100, {g1, x}, {g0}, 0, phase::backward);
+  return m.compile();
+}
+
+// n identical layers f1..fn (10 µs, a_i = 100 B), a loss (20 µs) and
+// b_n..b_1 (20 µs), b_i reading g_i and a_{i-1} (a_0 = x, 100 B input).
+problem identical_chain(int n) {
+  test::graph_maker m;
+  std::vector<index_t> a{m.tensor("x", 100, tensor_kind::input)};
+  for (int i = 1; i <= n; ++i) a.push_back(m.tensor("a" + std::to_string(i), 100, tensor_kind::activation));
+  std::vector<index_t> g(static_cast<std::size_t>(n) + 1);
+  for (int i = n; i >= 0; --i) g[static_cast<std::size_t>(i)] = m.tensor("g" + std::to_string(i), 100, tensor_kind::gradient);
+  for (std::size_t i = 1; i <= static_cast<std::size_t>(n); ++i) m.op("f" + std::to_string(i), 10, {a[i - 1]}, {a[i]});
+  const auto last = static_cast<std::size_t>(n);
+  m.op("loss", 20, {a[last]}, {g[last]}, 0, phase::backward);
+  for (std::size_t i = last; i >= 1; --i) {
+    m.op("b" + std::to_string(i), 20, {g[i], a[i - 1]}, {g[i - 1]}, 0, phase::backward);
+  }
+  return m.compile();
+}
+
+}  // namespace
+
+TEST_CASE("vdnn-all on three layers: offloads stall the forward pass, prefetches the backward") {
+  // Offloaded: x (last forward read f1, first backward read b0), a1 (f2, b1),
+  // a2 (f3, b2); not a3 (no forward layer reads it). Timeline (1 B/µs):
+  //   f1 [0,100], out x [0,100]; f2 waits for it: [100,200], out a1 [100,300];
+  //   f3 waits: [300,400], out a2 [300,500]; b3 waits: [500,600].
+  //   in a2 (needed by b2, started by the end of f3) [500,700]; b2 [700,800];
+  //   in a1 (started by b3's end, h2d busy) [700,900]; b1 [900,1000];
+  //   in x (started by b2's end, h2d busy) [900,1000]; b0 [1000,1100].
+  // Compute busy 700 µs of 1100: stall 400 µs. Memory is highest over
+  // [700,800]: a2 + g3 + a1 + g2 = 600 B (the baseline's is 700 B).
+  const problem p = three_layers();
+  REQUIRE(p.baseline_peak() == 700);
+  const plan pl = run("vdnn-all", p, dev, 1000);
+  CHECK(pl.feasible);
+  const report r = simulate(p, pl, dev, 1000);
+  CHECK(r.feasible);
+  CHECK(r.swapped_out_bytes == 500);
+  CHECK(r.swapped_in_bytes == 500);
+  CHECK(r.time_us == 1100);
+  CHECK(r.stall_us == 400);
+  CHECK(r.peak_bytes == 600);
+  CHECK(pl.best_peak == 600);
+  CHECK(validate(p, pl, dev, 1000).ok);
+
+  SUBCASE("a budget below its peak is an ordinary infeasible plan") {
+    const plan small = run("vdnn-all", p, dev, 500);
+    CHECK_FALSE(small.feasible);
+    CHECK(small.best_peak == 600);
+    CHECK(small.reason.find("600 bytes") != std::string::npos);
+  }
+  SUBCASE("vdnn-conv swaps nothing when there is no convolution") {
+    const report rc = simulate(p, run("vdnn-conv", p, dev, 1000), dev, 1000);
+    CHECK(rc.swapped_out_bytes == 0);
+    CHECK(rc.peak_bytes == 700);
+  }
+}
+
+TEST_CASE("checkpoint on a chain of 16 identical layers") {
+  // sqrt(16) = 4: a4, a8, a12, a16 are kept; the other 12 activations are
+  // freed after the next layer and recomputed segment-wise. Forward peak at
+  // f16: x, a4, a8, a12, a15, a16 = 600 B. Backward peak at b16 after
+  // recomputing f13..f15: x, a4, a8, a12, a13, a14, a15, g16, g15 = 900 B
+  // (baseline: 1800 B at the loss: x, a1..a16, g16).
+  // Recompute: the 12 non-checkpoint layers once each, 12 x 10 = 120 µs —
+  // one forward pass (160 µs) less the 4 checkpoint layers, never more.
+  const problem p = identical_chain(16);
+  REQUIRE(p.baseline_peak() == 1800);
+  REQUIRE(p.baseline_time_us() == 500);
+  const plan pl = run("checkpoint", p, dev, 900);
+  CHECK(pl.feasible);
+  const report r = simulate(p, pl, dev, 900);
+  CHECK(r.feasible);
+  CHECK(r.peak_bytes == 900);
+  CHECK(r.recomputed_ops == 12);
+  CHECK(r.recompute_us == 120);
+  CHECK(r.time_us == 620);
+  CHECK(r.stall_us == 0);
+  const validation v = validate(p, pl, dev, 900);
+  CHECK(v.ok);
+  CHECK(v.peak_bytes == 900);
+  CHECK_FALSE(run("checkpoint", p, dev, 899).feasible);
+}
+
+TEST_CASE("checkpoint keeps the outputs of ops that cannot be recomputed") {
+  const problem chain = identical_chain(16);
+  problem p = chain;
+  for (auto& r : p.recomputable) r = 0;
+  const report r = simulate(p, run("checkpoint", p, dev, unlimited), dev, unlimited);
+  CHECK(r.recomputed_ops == 0);
+  CHECK(r.peak_bytes == 1800);
+}
+
+TEST_CASE("every baseline's plan on zoo models passes the validator") {
+  const device_spec& titan = find_device("titan-rtx");
+  for (const char* name : {"vgg16", "resnet50"}) {
+    model::options opt;
+    opt.batch = 4;
+    const problem p = compile(model::build(name, opt, titan));
+    const bytes_t base = p.baseline_peak();
+    for (const auto& entry : planners()) {
+      CAPTURE(name);
+      CAPTURE(entry.name);
+      // With no budget to speak of, every plan is valid and fits.
+      const plan free_plan = entry.run(p, titan, unlimited, planner_options{});
+      REQUIRE(free_plan.feasible);
+      CHECK(validate(p, free_plan, titan, unlimited).ok);
+      CHECK(free_plan.best_peak <= base);
+      for (int percent = 40; percent <= 100; percent += 10) {
+        CAPTURE(percent);
+        const bytes_t budget = base * percent / 100;
+        const plan pl = entry.run(p, titan, budget, planner_options{});
+        const report r = simulate(p, pl, titan, budget);
+        if (!pl.feasible) {
+          CHECK_FALSE(pl.reason.empty());
+          CHECK_FALSE(r.feasible);
+          continue;
+        }
+        CHECK(r.feasible);
+        CHECK(r.peak_bytes <= budget);
+        CHECK(pl.best_peak == r.peak_bytes);
+        const validation v = validate(p, pl, titan, budget);
+        CHECK(v.ok);
+        CHECK(v.peak_bytes == r.peak_bytes);
+      }
+    }
+  }
+}
