@@ -52,7 +52,7 @@ struct report {
   index_t recomputed_ops = 0;  ///< recompute actions
   index_t split_ops = 0;       ///< compute / recompute actions with parts > 1
 
-  std::vector<action_interval> timeline;  ///< in start order; empty unless recorded
+  std::vector<action_interval> timeline;  ///< one row per action that started, in issue order; empty unless recorded
   std::vector<memory_point> memory_curve;  ///< after every change, time ascending; empty unless recorded
 };
 

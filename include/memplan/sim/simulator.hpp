@@ -9,12 +9,11 @@
 ///    actions hold each copy. Plan errors that do not depend on timing
 ///    (reading a tensor that is not on the device, a double release, ...)
 ///    are found here.
-/// 2. `execute`, a discrete-event run of the three streams. A copy's release
-///    time is the latest end of its holders, known once the last of them has
-///    started; it then enters a min-heap of pending frees. At each instant,
-///    frees due are applied first, then the lowest-indexed action that can
-///    start does; this repeats until nothing can start, and time advances to
-///    the next end or free.
+/// 2. `execute`, a discrete-event run of the three streams. A copy is freed
+///    when the last of its holders to end ends; that holder carries the free.
+///    At each instant, frees due are applied first, then the lowest-indexed
+///    action that can start does; this repeats until nothing can start, and
+///    time advances to the next end.
 ///
 /// Memory waits are first come, first served in issue order: while an
 /// allocating action waits for memory, no later-issued action may allocate.
@@ -68,7 +67,17 @@ class simulator {
     r.budget_bytes = budget;
     r.baseline_peak_bytes = p.baseline_peak();
     r.baseline_time_us = p.baseline_time_us();
-    if (resolve(p, pl, dev, r)) execute(p, pl, budget, opts, r);
+    if (resolve(p, pl, dev, r)) {
+      if (!run_unbounded(p, pl, budget, opts, r)) {
+        r.memory_curve.clear();
+        execute(p, pl, budget, opts, r);
+      }
+      if (opts.record_timeline) {
+        for (std::size_t i = 0; i < pl.actions.size(); ++i) {
+          if (end_[i] != never) r.timeline.push_back({static_cast<index_t>(i), info_[i].stream, start_[i], end_[i]});
+        }
+      }
+    }
     r.feasible = r.failure.empty();
     r.overhead = r.baseline_time_us > 0 ? r.time_us / r.baseline_time_us - 1 : 0;
     return r;
@@ -77,15 +86,12 @@ class simulator {
  private:
   static constexpr double never = std::numeric_limits<double>::infinity();
 
-  struct free_event {
-    double time_us;
-    bytes_t bytes;
-  };
   /// What the timed pass needs of an action (one cache line, not seven arrays).
   struct action_info {
     double duration_us;
     bytes_t alloc;        ///< outputs made + workspace, allocated at start
-    bytes_t workspace;    ///< freed at end
+    bytes_t workspace;    ///< freed at its end
+    bytes_t frees;        ///< freed at its end: workspace and the copies whose last holder it is
     index_t source;       ///< swap_in: the swap_out whose host copy it reads
     index_t touch_begin;  ///< into `touches_`; the next action's is the end
     index_t next;         ///< the next action on its stream, or the action count
@@ -96,6 +102,7 @@ class simulator {
   struct copy_info {
     bytes_t bytes;
     double release_us;  ///< latest end of the holders started so far
+    index_t release_by; ///< the holder ending then: the copy is freed at its end
     index_t creator;    ///< no_index: on the device at time 0
     index_t tensor;
     /// Holders that have not started. A persistent tensor's last copy has
@@ -132,6 +139,7 @@ class simulator {
     copy_info& c = copies_[copy_count_];
     c.bytes = b;
     c.release_us = 0;
+    c.release_by = no_index;
     c.creator = creator;
     c.tensor = t;
     c.pending = 0;
@@ -291,7 +299,7 @@ class simulator {
           return fail(detail::concat("action ", a, " has unknown kind ", static_cast<int>(act.kind)), r);
       }
       const stream_kind stream = stream_of(act.kind);
-      info_[i] = {duration, alloc, workspace, source, touch_begin, static_cast<index_t>(n), stream};
+      info_[i] = {duration, alloc, workspace, workspace, source, touch_begin, static_cast<index_t>(n), stream};
       index_t& before = last[static_cast<std::size_t>(stream)];
       (before == no_index ? first_[static_cast<std::size_t>(stream)] : info_[static_cast<std::size_t>(before)].next) = a;
       before = a;
@@ -321,20 +329,136 @@ class simulator {
     return detail::concat(": tensor '", p.tensor_name[ti], "' is not on the device; nothing has made it yet");
   }
 
-  void push_free(double time_us, bytes_t b) {
-    if (b == 0) return;
-    frees_.push_back({time_us, b});
-    std::ranges::push_heap(frees_, std::ranges::greater{}, &free_event::time_us);  // earliest on top
+  /// Whether copy c stays on the device after the iteration: the last copy
+  /// of a persistent tensor (DESIGN.md §4).
+  [[nodiscard]] bool kept(const problem& p, const copy_info& c) const {
+    return p.persistent(c.tensor) && current_[static_cast<std::size_t>(c.tensor)] ==
+                                         static_cast<index_t>(&c - copies_.data());
   }
 
-  /// Pass 2: the discrete-event run (DESIGN.md §5).
+  /// Pass 2, the common case: memory never binds. Then every action starts
+  /// as soon as its stream and its waits allow, so one pass in issue order
+  /// gives every time, and a merge of the three streams' allocations and
+  /// frees gives the memory level.
+  /// \returns false, leaving the verdict to `execute`, if an allocation would
+  ///          not fit (it would wait, changing the times) or an action would
+  ///          start before a copy it reads is made (an invalid plan).
+  bool run_unbounded(const problem& p, const plan& pl, bytes_t budget, const simulate_options& opts, report& r) {
+    const std::size_t n = pl.actions.size();
+    if (initial_bytes_ > budget) return false;
+    start_.resize(n);
+    end_.resize(n);
+    double stream_end[stream_count] = {};
+    double compute_busy = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      action_info& info = info_[i];
+      const auto s = static_cast<std::size_t>(info.stream);
+      double start = stream_end[s];
+      for (const index_t w : pl.waits_of(i)) start = std::max(start, end_[static_cast<std::size_t>(w)]);
+      if (info.source != no_index && end_[static_cast<std::size_t>(info.source)] > start) return false;
+      const double end = start + info.duration_us;
+      for (const index_t t : touches_of(i)) {
+        copy_info& c = copies_[static_cast<std::size_t>(t >> 1)];
+        if ((t & 1) != 0 && c.creator != no_index && end_[static_cast<std::size_t>(c.creator)] > start) return false;
+        if (end >= c.release_us) {
+          c.release_us = end;
+          c.release_by = static_cast<index_t>(i);
+        }
+      }
+      start_[i] = start;
+      end_[i] = end;
+      stream_end[s] = end;
+      info.frees = info.workspace;
+      if (info.stream == stream_kind::compute) compute_busy += info.duration_us;
+    }
+    bytes_t in_use = initial_bytes_;
+    bytes_t peak = in_use;
+    const std::size_t curve_begin = r.memory_curve.size();
+    if (opts.record_memory) r.memory_curve.push_back({0, in_use});
+    for (const copy_info& c : std::span(copies_).first(copy_count_)) {
+      if (kept(p, c)) continue;
+      if (c.release_by != no_index) {
+        info_[static_cast<std::size_t>(c.release_by)].frees += c.bytes;
+      } else if (c.bytes > 0) {  // nobody holds it (an unused input): released at once
+        in_use -= c.bytes;
+        if (opts.record_memory) r.memory_curve.push_back({0, in_use});
+      }
+    }
+    // Merge the streams' events as `execute` orders them at one instant:
+    // frees of actions started earlier come first, then allocations in issue
+    // order, each zero-length action's frees right after its allocation.
+    std::size_t at[stream_count];
+    bool allocated[stream_count] = {};  // at[s]'s allocation is done, its frees are next
+    double time[stream_count];          // the stream's next event: (time, rank), the lowest first
+    double rank[stream_count];
+    const auto next_event = [&](std::size_t s) {
+      const std::size_t a = at[s];
+      if (a >= n) {
+        time[s] = never;
+        rank[s] = 0;
+      } else if (!allocated[s]) {
+        time[s] = start_[a];
+        rank[s] = static_cast<double>(a);
+      } else {
+        time[s] = end_[a];
+        rank[s] = start_[a] == end_[a] ? static_cast<double>(a) + 0.5 : -1.0;
+      }
+    };
+    for (std::size_t s = 0; s < stream_count; ++s) {
+      at[s] = static_cast<std::size_t>(first_[s]);
+      next_event(s);
+    }
+    for (;;) {
+      std::size_t best = 0;
+      for (std::size_t s = 1; s < stream_count; ++s) {
+        if (time[s] < time[best] || (time[s] == time[best] && rank[s] < rank[best])) best = s;
+      }
+      const double now = time[best];
+      if (now == never) break;
+      const action_info& info = info_[at[best]];
+      bytes_t change = 0;
+      if (allocated[best]) {
+        allocated[best] = false;
+        at[best] = static_cast<std::size_t>(info.next);
+        change = -info.frees;
+      } else {
+        allocated[best] = true;
+        change = info.alloc;
+      }
+      next_event(best);
+      if (change == 0) continue;
+      in_use += change;
+      if (in_use > budget) {
+        r.memory_curve.resize(curve_begin);
+        return false;
+      }
+      peak = std::max(peak, in_use);
+      if (opts.record_memory) r.memory_curve.push_back({now, in_use});
+    }
+    r.peak_bytes = peak;
+    r.time_us = std::max({stream_end[0], stream_end[1], stream_end[2]});
+    r.stall_us = r.time_us - compute_busy;
+    return true;
+  }
+
+  /// Pass 2: the discrete-event run (DESIGN.md §5). A copy is freed when
+  /// the holder that ends last ends, so frees are kept on the actions (no
+  /// heap): each stream's actions end in issue order, and the frees of ended
+  /// actions are applied lazily, earliest first, just before an allocation
+  /// at a later or equal time — frees at time t happen before allocations at t.
   void execute(const problem& p, const plan& pl, bytes_t budget, const simulate_options& opts, report& r) {
     const std::size_t n = pl.actions.size();
     end_.assign(n, never);
-    frees_.clear();
-    std::size_t head[stream_count];  // per stream, its next action (n: none left)
-    for (std::size_t s = 0; s < stream_count; ++s) head[s] = static_cast<std::size_t>(first_[s]);
+    start_.resize(n);
+    for (std::size_t i = 0; i < n; ++i) info_[i].frees = info_[i].workspace;
+    for (copy_info& c : std::span(copies_).first(copy_count_)) {
+      c.release_us = 0;
+      c.release_by = no_index;
+    }
+    std::size_t head[stream_count];     // per stream, its next action to start (n: none left)
+    std::size_t drained[stream_count];  // per stream, its first action whose frees are not applied
     double busy_until[stream_count] = {};
+    for (std::size_t s = 0; s < stream_count; ++s) head[s] = drained[s] = static_cast<std::size_t>(first_[s]);
     double compute_busy = 0;
     double now = 0;
     bytes_t in_use = initial_bytes_;
@@ -351,24 +475,33 @@ class simulator {
     }
     // Copies nobody holds (unused inputs) are released at once.
     for (const copy_info& c : std::span(copies_).first(copy_count_)) {
-      if (c.pending == 0) push_free(0, c.bytes);
+      if (c.pending == 0 && c.bytes > 0) {
+        in_use -= c.bytes;
+        if (opts.record_memory) r.memory_curve.push_back({0, in_use});
+      }
     }
+    const auto apply_frees = [&](double until) {
+      for (;;) {
+        std::size_t s_min = stream_count;
+        double t_min = until;
+        for (std::size_t s = 0; s < stream_count; ++s) {
+          if (drained[s] < n && end_[drained[s]] <= t_min) {
+            s_min = s;
+            t_min = end_[drained[s]];
+          }
+        }
+        if (s_min == stream_count) return;
+        const action_info& info = info_[drained[s_min]];
+        drained[s_min] = static_cast<std::size_t>(info.next);
+        if (info.frees == 0) continue;
+        in_use -= info.frees;
+        if (opts.record_memory) r.memory_curve.push_back({t_min, in_use});
+      }
+    };
 
     std::size_t started = 0;
     index_t blocked = no_index;  // the earliest-issued action waiting for memory
-    // Frees are applied lazily, each at its own time, before any allocation
-    // at a later or equal time (frees at time t happen before allocations at t).
-    const auto apply_frees = [&](double until) {
-      while (!frees_.empty() && frees_.front().time_us <= until) {
-        const free_event f = frees_.front();
-        std::ranges::pop_heap(frees_, std::ranges::greater{}, &free_event::time_us);
-        frees_.pop_back();
-        in_use -= f.bytes;
-        if (opts.record_memory) r.memory_curve.push_back({f.time_us, in_use});
-      }
-    };
     for (;;) {
-      apply_frees(now);
       // The idle streams' heads, lowest issue index first.
       std::size_t heads[stream_count];
       std::size_t idle = 0;
@@ -387,10 +520,11 @@ class simulator {
         bool ready = true;
         for (const index_t w : pl.waits_of(h)) ready = ready && end_[static_cast<std::size_t>(w)] <= now;
         if (!ready) continue;
-        const action_info& info = info_[h];
-        if (info.alloc > 0) {
+        const bytes_t alloc = info_[h].alloc;
+        if (alloc > 0) {
           if (blocked != no_index) continue;  // first come, first served
-          if (in_use + info.alloc > budget) {
+          apply_frees(now);                   // only allocations need the current level
+          if (in_use + alloc > budget) {
             blocked = static_cast<index_t>(h);
             continue;
           }
@@ -399,7 +533,7 @@ class simulator {
         break;
       }
       if (chosen != n) {
-        const action_info& info = info_[chosen];
+        action_info& info = info_[chosen];
         const index_t source = info.source;
         if (source != no_index && end_[static_cast<std::size_t>(source)] > now) {
           fail_late(p, pl, chosen, source, pl.actions[chosen].tensor, now, r);
@@ -413,9 +547,15 @@ class simulator {
             fail_late(p, pl, chosen, c.creator, c.tensor, now, r);
             return finish();
           }
-          c.release_us = std::max(c.release_us, end);
-          if (--c.pending == 0) push_free(c.release_us, c.bytes);
+          // On a tie the starting action takes the free: an earlier holder
+          // ending now may have had its frees applied already.
+          if (end >= c.release_us) {
+            c.release_us = end;
+            c.release_by = static_cast<index_t>(chosen);
+          }
+          if (--c.pending == 0) info_[static_cast<std::size_t>(c.release_by)].frees += c.bytes;
         }
+        start_[chosen] = now;
         end_[chosen] = end;
         busy_until[static_cast<std::size_t>(info.stream)] = end;
         head[static_cast<std::size_t>(info.stream)] = static_cast<std::size_t>(info.next);
@@ -426,13 +566,11 @@ class simulator {
           r.peak_bytes = std::max(r.peak_bytes, in_use);
           if (opts.record_memory) r.memory_curve.push_back({now, in_use});
         }
-        if (opts.record_timeline) r.timeline.push_back({static_cast<index_t>(chosen), info.stream, now, end});
-        push_free(end, info.workspace);
         continue;
       }
-      // Only an action waiting for memory wakes at a free; others wait for
-      // an end. Skipping the other free times keeps the loop to ~2 turns per action.
-      double wake = blocked != no_index && !frees_.empty() ? frees_.front().time_us : never;
+      // Every pending free comes at the end of an action in flight, so the
+      // next end is the next event.
+      double wake = never;
       for (const double b : busy_until) {
         if (b > now) wake = std::min(wake, b);
       }
@@ -473,6 +611,7 @@ class simulator {
   std::vector<action_info> info_;  ///< per action, plus one for the end of the touches
   std::vector<index_t> touches_;   ///< per action, the copies it holds: copy * 2 + (1 if it reads it)
   std::size_t touch_count_ = 0;    ///< used part of `touches_`
+  std::vector<double> start_;      ///< per action
   std::vector<double> end_;        ///< per action; `never` until it starts
   index_t first_[stream_count] = {};  ///< per stream, its first action
   std::vector<copy_info> copies_;
@@ -483,7 +622,6 @@ class simulator {
   std::vector<index_t> released_by_;  ///< latest release, for messages
   std::vector<std::uint8_t> computed_;
   bytes_t initial_bytes_ = 0;
-  std::vector<free_event> frees_;  ///< min-heap of pending frees
 };
 
 /// Simulates `pl` on `dev` under `budget` (DESIGN.md §5). Use a `simulator`
