@@ -4,8 +4,12 @@
 // worked numbers are in sim_fixtures.hpp and test_sim.cpp.
 #include <doctest/doctest.h>
 
+#include <functional>
+#include <random>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "memplan/sim/simulator.hpp"
 #include "memplan/sim/validator.hpp"
@@ -186,4 +190,97 @@ TEST_CASE("structure: out of range, waits forward, steps not computed once") {
   pl.actions[4].step = 3;  // b3 twice, b2 never
   expect_rejected(p, pl, 1000, "action 4 (compute 'b3'): step 3 is computed more than once");
   expect_rejected(p, pl, 1000, "step 4 (op 'b2') is never computed");
+}
+
+namespace {
+
+/// A random chain of `layers` (forward f_i: a_{i-1}, w_i -> a_i; loss;
+/// backward b_i: g_i, a_{i-1}, w_i -> g_{i-1}, gw_i), some ops taking no
+/// time, and a random plan that keeps, swaps or recomputes each activation,
+/// with random prefetch triggers. Valid by construction.
+struct random_case {
+  problem p;
+  plan pl;
+};
+
+random_case make_random_case(std::mt19937& rng) {
+  const auto pick = [&rng](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  const int layers = pick(2, 7);
+  test::graph_maker m;
+  std::vector<index_t> act{m.tensor("x", pick(1, 50), tensor_kind::input)};
+  std::vector<index_t> w{no_index}, g{no_index};
+  for (int i = 1; i <= layers; ++i) {
+    w.push_back(m.tensor("w" + std::to_string(i), pick(1, 20), tensor_kind::parameter));
+    act.push_back(m.tensor("a" + std::to_string(i), pick(0, 100), tensor_kind::activation));
+    g.push_back(m.tensor("g" + std::to_string(i), pick(1, 100), tensor_kind::gradient));
+  }
+  const auto time = [&] { return pick(0, 3) == 0 ? 0.0 : pick(1, 200); };
+  for (int i = 1; i <= layers; ++i) m.op("f" + std::to_string(i), time(), {act[i - 1], w[i]}, {act[i]}, pick(0, 30));
+  m.op("loss", time(), {act[layers]}, {g[layers]}, 0, phase::backward);
+  for (int i = layers; i >= 1; --i) {
+    std::vector<index_t> out{m.tensor("gw" + std::to_string(i), pick(1, 20), tensor_kind::parameter_gradient)};
+    if (i > 1) out.push_back(g[i - 1]);
+    m.op("b" + std::to_string(i), time(), {g[i], act[i - 1], w[i]}, out, pick(0, 30), phase::backward);
+  }
+  random_case c{m.compile(), {}};
+  // Steps: f_i is i - 1, loss is `layers`, b_i is 2 * layers + 1 - i.
+  plan_builder b(c.p, "random", 0);
+  std::vector<int> state(act.size(), 0);  // 0 on the device, 1 swapped out, 2 freed
+  index_t last = no_index;
+  for (int i = 1; i <= layers; ++i) {
+    last = b.compute(i - 1);
+    const int j = i - 1;  // a_j's forward use is over
+    if (j >= 1) {
+      state[j] = pick(0, 2);
+      if (state[j] == 1) b.swap_out(act[j]);
+      if (state[j] == 2) b.free(act[j]);
+    }
+  }
+  last = b.compute(layers);
+  const std::function<void(int)> bring = [&](int j) {
+    if (j < 1 || state[j] == 0) return;
+    if (state[j] == 1) {
+      const index_t trigger[] = {last};
+      b.swap_in(act[j], pick(0, 1) == 0 ? std::span<const index_t>{} : std::span<const index_t>(trigger));
+    } else {
+      bring(j - 1);
+      b.recompute(j - 1);
+    }
+    state[j] = 0;
+  };
+  for (int i = layers; i >= 1; --i) {
+    if (pick(0, 1) == 1) bring(i - 2);  // prefetch one step ahead
+    bring(i - 1);
+    last = b.compute(2 * layers + 1 - i);
+  }
+  c.pl = std::move(b).finish();
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("N-version: random valid plans, the validator and the simulator agree") {
+  std::mt19937 rng(20240611);
+  int feasible = 0, out_of_memory = 0;
+  for (int round = 0; round < 300; ++round) {
+    const random_case c = make_random_case(rng);
+    const bytes_t base = c.p.baseline_peak();
+    const bytes_t budget = std::uniform_int_distribution<bytes_t>(base / 3, base + base / 4)(rng);
+    const report r = simulate(c.p, c.pl, dev, budget);
+    const validation v = validate(c.p, c.pl, dev, budget);
+    INFO("round ", round, ": budget ", budget, ", simulator: ", r.failure);
+    for (const std::string& e : v.errors) INFO(e);
+    CHECK(r.feasible == v.ok);
+    CHECK(r.peak_bytes == v.peak_bytes);
+    if (r.feasible) {
+      CHECK(r.time_us == v.time_us);
+      ++feasible;
+    } else {
+      CHECK(r.failure.starts_with("out of memory"));
+      ++out_of_memory;
+    }
+  }
+  // Both outcomes are exercised.
+  CHECK(feasible > 50);
+  CHECK(out_of_memory > 50);
 }
