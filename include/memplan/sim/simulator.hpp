@@ -68,7 +68,7 @@ class simulator {
     r.baseline_peak_bytes = p.baseline_peak();
     r.baseline_time_us = p.baseline_time_us();
     if (resolve(p, pl, dev, r)) {
-      if (!run_unbounded(p, pl, budget, opts, r)) {
+      if (!run_unbounded(pl, budget, opts, r)) {
         r.memory_curve.clear();
         execute(p, pl, budget, opts, r);
       }
@@ -85,6 +85,8 @@ class simulator {
 
  private:
   static constexpr double never = std::numeric_limits<double>::infinity();
+  /// `copy_info::release_by` of a persistent tensor's last copy, which stays.
+  static constexpr index_t kept = -2;
 
   /// What the timed pass needs of an action (one cache line, not seven arrays).
   struct action_info {
@@ -102,7 +104,7 @@ class simulator {
   struct copy_info {
     bytes_t bytes;
     double release_us;  ///< latest end of the holders started so far
-    index_t release_by; ///< the holder ending then: the copy is freed at its end
+    index_t release_by; ///< the holder ending then: the copy is freed at its end; or `kept`
     index_t creator;    ///< no_index: on the device at time 0
     index_t tensor;
     /// Holders that have not started. A persistent tensor's last copy has
@@ -145,6 +147,13 @@ class simulator {
     c.pending = 0;
     return static_cast<index_t>(copy_count_++);
   }
+  /// Room for `touches` more touches and `copies` more copies: the loop of
+  /// `resolve` writes through indices, as vector growth checks on every
+  /// write cost more than the rest of its work.
+  void make_room(std::size_t touches, std::size_t copies) {
+    if (touch_count_ + touches > touches_.size()) touches_.resize(2 * (touch_count_ + touches));
+    if (copy_count_ + copies > copies_.size()) copies_.resize(2 * (copy_count_ + copies));
+  }
   /// Action being resolved holds copy c; `reads` says its creator must have ended first.
   void touch(index_t c, bool reads) {
     touches_[touch_count_++] = c * 2 + (reads ? 1 : 0);
@@ -165,26 +174,13 @@ class simulator {
     }
 
     info_.resize(n + 1);
-    // Upper bounds, so that the loop below writes through indices: vector
-    // growth checks there cost more than the rest of its work.
-    std::size_t max_touches = 0;
-    std::size_t max_copies = tensors;
-    for (const action& act : pl.actions) {
-      const bool op = (act.kind == action_kind::compute || act.kind == action_kind::recompute) && act.step >= 0 &&
-                      static_cast<std::size_t>(act.step) < steps;
-      const std::size_t outputs = op ? p.outputs(act.step).size() : 0;
-      max_touches += op ? p.inputs(act.step).size() + outputs : 1;
-      max_copies += op ? outputs : 1;
-    }
-    if (touches_.size() < max_touches) touches_.resize(max_touches);
-    if (copies_.size() < max_copies) copies_.resize(max_copies);
     touch_count_ = 0;
     copy_count_ = 0;
+    make_room(0, tensors);
     for (index_t& first : first_) first = static_cast<index_t>(n);
     index_t last[stream_count] = {no_index, no_index, no_index};
     current_.assign(tensors, no_index);
     saved_by_.assign(tensors, no_index);
-    released_by_.assign(tensors, no_index);
     computed_.assign(steps, 0);
 
     // Tensors without a producer are on the device at time 0 (plan.hpp).
@@ -195,14 +191,24 @@ class simulator {
       initial_bytes_ += p.bytes[t];
     }
 
+    // Alongside, the times if memory never binds (see `run_unbounded`):
+    // each action starts once its stream and its waits are done.
+    start_.resize(n);
+    end_.resize(n);
+    double stream_end[stream_count] = {};
+    unbounded_ = true;
+    compute_busy_us_ = 0;
     for (std::size_t i = 0; i < n; ++i) {
       const auto a = static_cast<index_t>(i);
       const action& act = pl.actions[i];
       const auto touch_begin = static_cast<index_t>(touch_count_);
+      const stream_kind stream = stream_of(act.kind);
+      double start = stream_end[static_cast<std::size_t>(stream)];
       for (const index_t w : pl.waits_of(i)) {
         if (w < 0 || w >= a) {
           return fail(detail::concat("action ", a, " waits on action ", w, ", which is not an earlier action"), r);
         }
+        start = std::max(start, end_[static_cast<std::size_t>(w)]);
       }
       bytes_t alloc = 0;
       bytes_t workspace = 0;
@@ -228,9 +234,10 @@ class simulator {
             return fail(describe(p, pl, a) + ": recomputes a step that has not been computed yet", r);
           }
           done = 1;
+          make_room(p.inputs(s).size() + p.outputs(s).size(), p.outputs(s).size());
           for (const index_t t : p.inputs(s)) {
             const index_t c = current_[static_cast<std::size_t>(t)];
-            if (c == no_index) return fail(describe(p, pl, a) + not_on_device(p, pl, t), r);
+            if (c == no_index) return fail(describe(p, pl, a) + not_on_device(p, pl, a, t), r);
             touch(c, true);
           }
           // compute makes every output; recompute brings back those not on the device.
@@ -262,6 +269,7 @@ class simulator {
                                        ", but the problem has ", tensors, " tensors"),
                         r);
           }
+          make_room(1, 1);
           const auto ti = static_cast<std::size_t>(t);
           auto& c = current_[ti];
           const bytes_t b = p.bytes[ti];
@@ -280,14 +288,13 @@ class simulator {
           }
           if (c == no_index) {
             return fail(describe(p, pl, a) + ": releases a tensor that is not on the device" +
-                            not_on_device(p, pl, t),
+                            not_on_device(p, pl, a, t),
                         r);
           }
           // The release waits for this action too: a swap-out's copy must
           // end, and a free must have been reached on its stream.
           touch(c, act.kind == action_kind::swap_out);
           c = no_index;
-          released_by_[ti] = a;
           if (act.kind == action_kind::swap_out) {
             saved_by_[ti] = a;
             duration = dev.d2h.transfer_us(b);
@@ -298,13 +305,31 @@ class simulator {
         default:
           return fail(detail::concat("action ", a, " has unknown kind ", static_cast<int>(act.kind)), r);
       }
-      const stream_kind stream = stream_of(act.kind);
       info_[i] = {duration, alloc, workspace, workspace, source, touch_begin, static_cast<index_t>(n), stream};
+      const double end = start + duration;
+      // Reading a copy (or a host copy) before its maker ends is invalid;
+      // `execute` finds and reports it at the time it happens.
+      if (source != no_index && end_[static_cast<std::size_t>(source)] > start) unbounded_ = false;
+      for (std::size_t k = static_cast<std::size_t>(touch_begin); k < touch_count_; ++k) {
+        copy_info& c = copies_[static_cast<std::size_t>(touches_[k] >> 1)];
+        if ((touches_[k] & 1) != 0 && c.creator != no_index && end_[static_cast<std::size_t>(c.creator)] > start) {
+          unbounded_ = false;
+        }
+        if (end >= c.release_us) {
+          c.release_us = end;
+          c.release_by = a;
+        }
+      }
+      start_[i] = start;
+      end_[i] = end;
+      stream_end[static_cast<std::size_t>(stream)] = end;
+      if (stream == stream_kind::compute) compute_busy_us_ += duration;
       index_t& before = last[static_cast<std::size_t>(stream)];
       (before == no_index ? first_[static_cast<std::size_t>(stream)] : info_[static_cast<std::size_t>(before)].next) = a;
       before = a;
     }
     info_[n].touch_begin = static_cast<index_t>(touch_count_);
+    unbounded_time_us_ = std::max({stream_end[0], stream_end[1], stream_end[2]});
 
     for (std::size_t s = 0; s < steps; ++s) {
       if (!computed_[s]) return fail(detail::concat("step ", s, " (op '", p.op_name[s], "') is never computed"), r);
@@ -313,70 +338,46 @@ class simulator {
     // ends, unless the tensor persists across iterations (DESIGN.md §4).
     for (std::size_t t = 0; t < tensors; ++t) {
       const index_t c = current_[t];
-      if (c != no_index && p.persistent(static_cast<index_t>(t))) ++copies_[static_cast<std::size_t>(c)].pending;
+      if (c == no_index || !p.persistent(static_cast<index_t>(t))) continue;
+      copy_info& last_copy = copies_[static_cast<std::size_t>(c)];
+      ++last_copy.pending;
+      last_copy.release_by = kept;
     }
     return true;
   }
 
-  /// ": reads tensor 'x', which action 9 (free 'x') released" and similar.
-  std::string not_on_device(const problem& p, const plan& pl, index_t t) const {
+  /// ": tensor 'x' is not on the device; action 9 (free 'x') released it ..."
+  /// for action `a`, which found t missing.
+  static std::string not_on_device(const problem& p, const plan& pl, index_t a, index_t t) {
     const auto ti = static_cast<std::size_t>(t);
-    const index_t by = released_by_[ti];
-    if (by != no_index) {
+    index_t by = a - 1;  // the latest release of t before a
+    for (; by >= 0; --by) {
+      const action& act = pl.actions[static_cast<std::size_t>(by)];
+      if (act.tensor == t && (act.kind == action_kind::swap_out || act.kind == action_kind::free)) break;
+    }
+    if (by >= 0) {
       return detail::concat(": tensor '", p.tensor_name[ti], "' is not on the device; ", describe(p, pl, by),
                             " released it and nothing brought it back");
     }
     return detail::concat(": tensor '", p.tensor_name[ti], "' is not on the device; nothing has made it yet");
   }
 
-  /// Whether copy c stays on the device after the iteration: the last copy
-  /// of a persistent tensor (DESIGN.md §4).
-  [[nodiscard]] bool kept(const problem& p, const copy_info& c) const {
-    return p.persistent(c.tensor) && current_[static_cast<std::size_t>(c.tensor)] ==
-                                         static_cast<index_t>(&c - copies_.data());
-  }
-
   /// Pass 2, the common case: memory never binds. Then every action starts
-  /// as soon as its stream and its waits allow, so one pass in issue order
-  /// gives every time, and a merge of the three streams' allocations and
+  /// as soon as its stream and its waits allow — the times `resolve` found
+  /// in issue order — and a merge of the three streams' allocations and
   /// frees gives the memory level.
   /// \returns false, leaving the verdict to `execute`, if an allocation would
   ///          not fit (it would wait, changing the times) or an action would
   ///          start before a copy it reads is made (an invalid plan).
-  bool run_unbounded(const problem& p, const plan& pl, bytes_t budget, const simulate_options& opts, report& r) {
+  bool run_unbounded(const plan& pl, bytes_t budget, const simulate_options& opts, report& r) {
     const std::size_t n = pl.actions.size();
-    if (initial_bytes_ > budget) return false;
-    start_.resize(n);
-    end_.resize(n);
-    double stream_end[stream_count] = {};
-    double compute_busy = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      action_info& info = info_[i];
-      const auto s = static_cast<std::size_t>(info.stream);
-      double start = stream_end[s];
-      for (const index_t w : pl.waits_of(i)) start = std::max(start, end_[static_cast<std::size_t>(w)]);
-      if (info.source != no_index && end_[static_cast<std::size_t>(info.source)] > start) return false;
-      const double end = start + info.duration_us;
-      for (const index_t t : touches_of(i)) {
-        copy_info& c = copies_[static_cast<std::size_t>(t >> 1)];
-        if ((t & 1) != 0 && c.creator != no_index && end_[static_cast<std::size_t>(c.creator)] > start) return false;
-        if (end >= c.release_us) {
-          c.release_us = end;
-          c.release_by = static_cast<index_t>(i);
-        }
-      }
-      start_[i] = start;
-      end_[i] = end;
-      stream_end[s] = end;
-      info.frees = info.workspace;
-      if (info.stream == stream_kind::compute) compute_busy += info.duration_us;
-    }
+    if (!unbounded_ || initial_bytes_ > budget) return false;
     bytes_t in_use = initial_bytes_;
     bytes_t peak = in_use;
     const std::size_t curve_begin = r.memory_curve.size();
     if (opts.record_memory) r.memory_curve.push_back({0, in_use});
     for (const copy_info& c : std::span(copies_).first(copy_count_)) {
-      if (kept(p, c)) continue;
+      if (c.release_by == kept) continue;
       if (c.release_by != no_index) {
         info_[static_cast<std::size_t>(c.release_by)].frees += c.bytes;
       } else if (c.bytes > 0) {  // nobody holds it (an unused input): released at once
@@ -436,8 +437,8 @@ class simulator {
       if (opts.record_memory) r.memory_curve.push_back({now, in_use});
     }
     r.peak_bytes = peak;
-    r.time_us = std::max({stream_end[0], stream_end[1], stream_end[2]});
-    r.stall_us = r.time_us - compute_busy;
+    r.time_us = unbounded_time_us_;
+    r.stall_us = r.time_us - compute_busy_us_;
     return true;
   }
 
@@ -611,6 +612,9 @@ class simulator {
   std::vector<action_info> info_;  ///< per action, plus one for the end of the touches
   std::vector<index_t> touches_;   ///< per action, the copies it holds: copy * 2 + (1 if it reads it)
   std::size_t touch_count_ = 0;    ///< used part of `touches_`
+  bool unbounded_ = false;         ///< the issue-order times are valid if memory never binds
+  double unbounded_time_us_ = 0;   ///< and then the iteration time
+  double compute_busy_us_ = 0;     ///< the compute stream's total busy time
   std::vector<double> start_;      ///< per action
   std::vector<double> end_;        ///< per action; `never` until it starts
   index_t first_[stream_count] = {};  ///< per stream, its first action
@@ -619,7 +623,6 @@ class simulator {
   // Per tensor / step, during resolve.
   std::vector<index_t> current_;      ///< the copy on the device, or no_index
   std::vector<index_t> saved_by_;     ///< latest swap_out (the host copy)
-  std::vector<index_t> released_by_;  ///< latest release, for messages
   std::vector<std::uint8_t> computed_;
   bytes_t initial_bytes_ = 0;
 };
