@@ -26,6 +26,7 @@ struct chain_model {
   std::vector<index_t> act;   ///< act[i] = a_i (act[0] = the input)
   std::vector<index_t> fwd;   ///< fwd[i] = step of f_i (1-based)
   std::vector<index_t> bwd;   ///< bwd[i] = step of b_i
+  index_t loss = no_index;    ///< step of the loss
 };
 
 chain_model make_chain(int layers) {
@@ -51,30 +52,31 @@ chain_model make_chain(int layers) {
   }
   m.fwd.resize(static_cast<std::size_t>(layers) + 1);
   m.bwd.resize(static_cast<std::size_t>(layers) + 1);
-  schedule order;
+  schedule order;  // ops run in the order they are added: the step is the position
+  const auto step = [&] { return static_cast<index_t>(order.size()); };
   for (int i = 1; i <= layers; ++i) {
     const auto u = static_cast<std::size_t>(i);
+    m.fwd[u] = step();
     order.push_back(op("f" + std::to_string(i), 2000, {m.act[u - 1], weight[u]}, {m.act[u]}, phase::forward));
   }
+  m.loss = step();
   order.push_back(op("loss", 100, {m.act.back()}, {grad.back()}, phase::backward));
   for (int i = layers; i >= 1; --i) {
     const auto u = static_cast<std::size_t>(i);
     std::vector<index_t> out{tensor("gw" + std::to_string(i), 4 << 20, tensor_kind::parameter_gradient)};
     if (i > 1) out.push_back(grad[u - 1]);
+    m.bwd[u] = step();
     order.push_back(op("b" + std::to_string(i), 4000, {grad[u], m.act[u - 1], weight[u]}, std::move(out),
                        phase::backward));
   }
   m.p = compile(g, order);
-  for (int i = 1; i <= layers; ++i) {
-    m.fwd[static_cast<std::size_t>(i)] = i - 1;
-    m.bwd[static_cast<std::size_t>(i)] = 2 * layers + 1 - i;
-  }
   return m;
 }
 
-/// a_i with i % 3 == 1 is swapped out after f_{i+1} and prefetched three
-/// backward ops ahead; a_i with i % 3 == 2 is freed after f_{i+1} and
-/// recomputed (from the swapped a_{i-1}) just before b_{i+1}.
+/// a_i with i % 3 == 1 is swapped out after f_{i+1} and prefetched, on the
+/// end of the previous backward op, two ops before it is needed; a_i with
+/// i % 3 == 2 is freed after f_{i+1} and recomputed (from the swapped
+/// a_{i-1}) just before b_{i+1}.
 plan swap_and_recompute(const chain_model& m, bytes_t budget) {
   const auto layers = static_cast<int>(m.fwd.size()) - 1;
   const auto kind = [&](int i) { return i >= 1 && i < layers ? i % 3 : 0; };  // 1 swap, 2 recompute
@@ -86,7 +88,7 @@ plan swap_and_recompute(const chain_model& m, bytes_t budget) {
     if (kind(i - 1) == 2) b.free(m.act[static_cast<std::size_t>(i - 1)]);
     if (kind(i - 1) != 0) back[static_cast<std::size_t>(i - 1)] = 0;
   }
-  index_t last = b.compute(2 * layers - layers);  // the loss: step `layers`
+  index_t last = b.compute(m.loss);
   const auto bring = [&](int j, bool prefetch) {
     const auto u = static_cast<std::size_t>(j);
     if (j < 1 || back[u] || (prefetch && kind(j) != 1)) return;
@@ -130,6 +132,18 @@ void bm_simulate(benchmark::State& state) {
   state.counters["overhead"] = check.overhead;
 }
 BENCHMARK(bm_simulate)->Arg(1000)->Arg(10000)->Arg(100000)->Unit(benchmark::kMicrosecond);
+
+// The same graph with the keep-everything plan: one action per op.
+void bm_simulate_keep_all(benchmark::State& state) {
+  const chain_model m = make_chain(static_cast<int>(state.range(0)) / 2);
+  const bytes_t budget = m.p.baseline_peak();
+  const plan pl = keep_all_plan(m.p, budget);
+  const device_spec dev = bench_device();
+  simulator sim;
+  for (auto _ : state) benchmark::DoNotOptimize(sim.run(m.p, pl, dev, budget));
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(pl.actions.size()));
+}
+BENCHMARK(bm_simulate_keep_all)->Arg(1000)->Arg(100000)->Unit(benchmark::kMicrosecond);
 
 void bm_simulate_recorded(benchmark::State& state) {
   const chain_model m = make_chain(static_cast<int>(state.range(0)) / 2);

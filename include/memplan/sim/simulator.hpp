@@ -151,8 +151,11 @@ class simulator {
   /// `resolve` writes through indices, as vector growth checks on every
   /// write cost more than the rest of its work.
   void make_room(std::size_t touches, std::size_t copies) {
-    if (touch_count_ + touches > touches_.size()) touches_.resize(2 * (touch_count_ + touches));
-    if (copy_count_ + copies > copies_.size()) copies_.resize(2 * (copy_count_ + copies));
+    if (touch_count_ + touches > touches_.size() || copy_count_ + copies > copies_.size()) grow(touches, copies);
+  }
+  void grow(std::size_t touches, std::size_t copies) {
+    touches_.resize(std::max(touches_.size(), 2 * (touch_count_ + touches)));
+    copies_.resize(std::max(copies_.size(), 2 * (copy_count_ + copies)));
   }
   /// Action being resolved holds copy c; `reads` says its creator must have ended first.
   void touch(index_t c, bool reads) {
