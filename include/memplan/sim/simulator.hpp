@@ -377,7 +377,6 @@ class simulator {
     if (!unbounded_ || initial_bytes_ > budget) return false;
     bytes_t in_use = initial_bytes_;
     bytes_t peak = in_use;
-    const std::size_t curve_begin = r.memory_curve.size();
     if (opts.record_memory) r.memory_curve.push_back({0, in_use});
     for (const copy_info& c : std::span(copies_).first(copy_count_)) {
       if (c.release_by == kept) continue;
@@ -432,10 +431,7 @@ class simulator {
       next_event(best);
       if (change == 0) continue;
       in_use += change;
-      if (in_use > budget) {
-        r.memory_curve.resize(curve_begin);
-        return false;
-      }
+      if (in_use > budget) return false;  // `run` discards the curve so far
       peak = std::max(peak, in_use);
       if (opts.record_memory) r.memory_curve.push_back({now, in_use});
     }
