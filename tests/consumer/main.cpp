@@ -1,6 +1,7 @@
-// Builds a two-op graph through the umbrella header and checks its
-// baseline peak: x (100 B) -> f -> y (300 B) -> g -> z (50 B). Step 0 holds
-// x and y (400 B); step 1 holds y and z (350 B).
+// Builds a two-op graph through the umbrella header, checks its baseline
+// peak and simulates the `none` plan at exactly that budget:
+// x (100 B) -> f -> y (300 B) -> g -> z (50 B). Step 0 holds x and y
+// (400 B); step 1 holds y and z (350 B).
 #include <memplan/memplan.hpp>
 
 int main() {
@@ -15,5 +16,9 @@ int main() {
   h.name = "g", h.time_us = 1, h.inputs = {ty}, h.outputs = {tz};
   g.add_op(f);
   g.add_op(h);
-  return memplan::compile(g).baseline_peak() == 400 ? 0 : 1;
+  const memplan::problem p = memplan::compile(g);
+  const memplan::device_spec& d = memplan::find_device("titan-rtx");
+  const memplan::plan keep = memplan::find_planner("none").run(p, d, 400, {});
+  const memplan::report r = memplan::simulate(p, keep, d, 400);
+  return p.baseline_peak() == 400 && r.feasible && r.peak_bytes == 400 ? 0 : 1;
 }
