@@ -3,6 +3,8 @@
 // and the device are described in sim_fixtures.hpp.
 #include <doctest/doctest.h>
 
+#include <cstddef>
+#include <random>
 #include <sstream>
 #include <string>
 
@@ -11,6 +13,7 @@
 #include "memplan/io/report_json.hpp"
 #include "memplan/io/trace.hpp"
 #include "memplan/sim/simulator.hpp"
+#include "memplan/sim/validator.hpp"
 #include "sim_fixtures.hpp"
 
 namespace {
@@ -300,4 +303,36 @@ TEST_CASE("Chrome trace: one track per stream, an X event per action, a memory c
   CHECK(threads == 3);
   CHECK(complete == 7);
   CHECK(counters == static_cast<int>(r.memory_curve.size()));
+}
+
+TEST_CASE("arbitrary action lists never crash or hang the simulator or the validator") {
+  // Random kinds, out-of-range steps and tensors, random waits, parts 0..2,
+  // random budgets: every outcome must be a report (and a validation).
+  const problem p = residual::make();
+  std::mt19937 rng(7);
+  const auto pick = [&rng](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  simulator sim;
+  int feasible = 0;
+  for (int round = 0; round < 2000; ++round) {
+    plan pl = keep_all_plan(p, 0);  // a valid start, then damage it
+    const int edits = pick(0, 6);
+    for (int e = 0; e < edits; ++e) {
+      const action a{static_cast<action_kind>(pick(0, 5)), static_cast<index_t>(pick(-1, 7)),
+                     static_cast<index_t>(pick(-1, 9)), static_cast<index_t>(pick(0, 2))};
+      const std::size_t at = static_cast<std::size_t>(pick(0, static_cast<int>(pl.actions.size())));
+      pl.actions.insert(pl.actions.begin() + static_cast<std::ptrdiff_t>(at), a);
+      pl.wait_begin.push_back(pl.wait_begin.back());
+      if (pick(0, 1) == 1) {
+        pl.waits.push_back(static_cast<index_t>(pick(-1, static_cast<int>(pl.actions.size()))));
+        ++pl.wait_begin.back();
+      }
+    }
+    const bytes_t budget = pick(0, 700);
+    const report r = sim.run(p, pl, dev, budget);
+    if (r.feasible) ++feasible;
+    else CHECK_FALSE(r.failure.empty());
+    // The validator is stricter, never more lenient.
+    if (validate(p, pl, dev, budget).ok) CHECK(r.feasible);
+  }
+  CHECK(feasible > 0);
 }
