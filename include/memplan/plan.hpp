@@ -27,7 +27,9 @@
 /// - If an allocation does not fit the budget, the action waits for frees
 ///   of actions in flight; if none can come, the plan is out of memory.
 
+#include <array>
 #include <cstdint>
+#include <string_view>
 #include <utility>
 #include <span>
 #include <string>
@@ -48,6 +50,13 @@ inline constexpr int stream_count = 3;
     case action_kind::swap_in: return stream_kind::h2d;
     default: return stream_kind::compute;
   }
+}
+
+/// Action kinds as files, messages and traces spell them.
+inline constexpr std::array<std::string_view, 5> action_kind_names{"compute", "recompute", "swap_out", "swap_in",
+                                                                   "free"};
+[[nodiscard]] constexpr std::string_view to_string(action_kind k) noexcept {
+  return action_kind_names[static_cast<std::size_t>(k)];
 }
 
 /// What a planner decided for a tensor, for reports; the actions are the truth.

@@ -33,9 +33,6 @@ inline constexpr std::int64_t plan_format_version = 1;
 
 /// `decision` names as plan documents spell them.
 inline constexpr std::array<std::string_view, 4> decision_names{"keep", "swap", "recompute", "split"};
-/// `action_kind` names as plan documents spell them.
-inline constexpr std::array<std::string_view, 5> action_kind_names{"compute", "recompute", "swap_out", "swap_in",
-                                                                   "free"};
 
 namespace detail {
 
@@ -88,7 +85,7 @@ class plan_reader {
       act.kind = r.choice<action_kind>("kind", action_kind_names);
       const bool on_op = runs_op(act.kind);
       const char* misplaced = on_op ? "tensor" : (r.has("op") ? "op" : "parts");
-      if (r.has(misplaced)) r.fail(misplaced, "does not apply to a ", action_kind_names[static_cast<std::size_t>(act.kind)], " action");
+      if (r.has(misplaced)) r.fail(misplaced, "does not apply to a ", to_string(act.kind), " action");
       if (on_op) {
         act.step = resolve(r, "op", step_by_op_id_, "op");
         act.parts = static_cast<index_t>(r.integer_or("parts", 1, 1, INT32_MAX));
@@ -158,7 +155,7 @@ class plan_reader {
   json actions = json::array();
   for (std::size_t a = 0; a < pl.actions.size(); ++a) {
     const action& act = pl.actions[a];
-    json entry = {{"kind", action_kind_names[static_cast<std::size_t>(act.kind)]}};
+    json entry = {{"kind", to_string(act.kind)}};
     if (detail::runs_op(act.kind)) {
       MEMPLAN_EXPECTS(act.step >= 0 && static_cast<std::size_t>(act.step) < p.num_steps(), invalid_graph, "action ", a,
                       ": step ", act.step, " is outside the problem's ", p.num_steps(), " steps");

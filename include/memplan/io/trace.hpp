@@ -27,7 +27,6 @@ namespace memplan::io {
 inline void write_chrome_trace(std::ostream& out, const problem& p, const plan& pl, const report& r) {
   using nlohmann::json;
   static constexpr std::array<std::string_view, stream_count> stream_names{"compute", "d2h", "h2d"};
-  static constexpr std::array<std::string_view, 5> kind_names{"compute", "recompute", "swap_out", "swap_in", "free"};
   constexpr int pid = 1;
   json events = json::array();
   events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"args", {{"name", "memplan " + r.planner}}}});
@@ -46,7 +45,7 @@ inline void write_chrome_trace(std::ostream& out, const problem& p, const plan& 
     MEMPLAN_EXPECTS(subject >= 0 && static_cast<std::size_t>(subject) < limit, invalid_argument, "trace: action ",
                     row.action, " names ", runs_op ? "step " : "tensor ", subject, ", which the problem lacks");
     const auto i = static_cast<std::size_t>(subject);
-    const std::string_view kind = kind_names[static_cast<std::size_t>(act.kind)];
+    const std::string_view kind = to_string(act.kind);
     json args = {{"action", row.action}};
     if (runs_op) {
       args["op_type"] = p.op_type[i];

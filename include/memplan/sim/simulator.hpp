@@ -112,24 +112,13 @@ class simulator {
     index_t pending;
   };
 
-  static std::string_view kind_name(action_kind k) noexcept {
-    switch (k) {
-      case action_kind::compute: return "compute";
-      case action_kind::recompute: return "recompute";
-      case action_kind::swap_out: return "swap_out";
-      case action_kind::swap_in: return "swap_in";
-      case action_kind::free: return "free";
-    }
-    return "unknown";
-  }
-
   /// "action 17 (compute 'conv3')"; only for actions `resolve` accepted.
   static std::string describe(const problem& p, const plan& pl, index_t a) {
     const action& act = pl.actions[static_cast<std::size_t>(a)];
     const bool runs_op = act.kind == action_kind::compute || act.kind == action_kind::recompute;
     const std::string& name = runs_op ? p.op_name[static_cast<std::size_t>(act.step)]
                                       : p.tensor_name[static_cast<std::size_t>(act.tensor)];
-    return detail::concat("action ", a, " (", kind_name(act.kind), " '", name, "')");
+    return detail::concat("action ", a, " (", to_string(act.kind), " '", name, "')");
   }
 
   bool fail(std::string why, report& r) {
@@ -222,7 +211,7 @@ class simulator {
         case action_kind::recompute: {
           const index_t s = act.step;
           if (s < 0 || static_cast<std::size_t>(s) >= steps) {
-            return fail(detail::concat("action ", a, " (", kind_name(act.kind), ") names step ", s,
+            return fail(detail::concat("action ", a, " (", to_string(act.kind), ") names step ", s,
                                        ", but the problem has ", steps, " steps"),
                         r);
           }
@@ -268,7 +257,7 @@ class simulator {
         case action_kind::free: {
           const index_t t = act.tensor;
           if (t < 0 || static_cast<std::size_t>(t) >= tensors) {
-            return fail(detail::concat("action ", a, " (", kind_name(act.kind), ") names tensor ", t,
+            return fail(detail::concat("action ", a, " (", to_string(act.kind), ") names tensor ", t,
                                        ", but the problem has ", tensors, " tensors"),
                         r);
           }

@@ -47,22 +47,11 @@ struct buffer {
   bool goes = false;             ///< released at all (explicitly, or dead and not persistent)
 };
 
-inline const char* kind_text(action_kind k) {
-  switch (k) {
-    case action_kind::compute: return "compute";
-    case action_kind::recompute: return "recompute";
-    case action_kind::swap_out: return "swap_out";
-    case action_kind::swap_in: return "swap_in";
-    case action_kind::free: return "free";
-  }
-  return "?";
-}
-
 /// "action 5 (compute 'relu1')" or "action 7 (free 'a1')".
 inline std::string name_of(const problem& p, const plan& pl, index_t a) {
   const action& act = pl.actions[static_cast<std::size_t>(a)];
   const bool op = act.kind == action_kind::compute || act.kind == action_kind::recompute;
-  return concat("action ", a, " (", kind_text(act.kind), " '",
+  return concat("action ", a, " (", to_string(act.kind), " '",
                 op ? p.op_name[static_cast<std::size_t>(act.step)] : p.tensor_name[static_cast<std::size_t>(act.tensor)],
                 "')");
 }
@@ -76,7 +65,6 @@ inline std::string name_of(const problem& p, const plan& pl, index_t a) {
 [[nodiscard]] inline validation validate(const problem& p, const plan& pl, const device_spec& dev, bytes_t budget) {
   using detail::concat;
   using detail::validator::buffer;
-  using detail::validator::kind_text;
   using detail::validator::name_of;
   validation v;
   const auto error = [&v](std::string message) {
@@ -103,11 +91,11 @@ inline std::string name_of(const problem& p, const plan& pl, index_t a) {
                         act.kind == action_kind::free;
     if (!op && !tensor) error(concat("action ", a, ": unknown kind ", static_cast<int>(act.kind)));
     if (op && (act.step < 0 || act.step >= steps)) {
-      error(concat("action ", a, " (", kind_text(act.kind), "): step ", act.step, " is out of range [0, ", steps, ")"));
+      error(concat("action ", a, " (", to_string(act.kind), "): step ", act.step, " is out of range [0, ", steps, ")"));
     }
-    if (op && act.parts < 1) error(concat("action ", a, " (", kind_text(act.kind), "): parts ", act.parts, " < 1"));
+    if (op && act.parts < 1) error(concat("action ", a, " (", to_string(act.kind), "): parts ", act.parts, " < 1"));
     if (tensor && (act.tensor < 0 || act.tensor >= tensors)) {
-      error(concat("action ", a, " (", kind_text(act.kind), "): tensor ", act.tensor, " is out of range [0, ",
+      error(concat("action ", a, " (", to_string(act.kind), "): tensor ", act.tensor, " is out of range [0, ",
                    tensors, ")"));
     }
     for (const index_t w : pl.waits_of(static_cast<std::size_t>(a))) {
