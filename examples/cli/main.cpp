@@ -12,11 +12,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -201,11 +203,29 @@ void print_problem_line(std::ostream& out, const problem& p, const device_spec& 
       << " ms, budget " << format_bytes(budget) << "\n";
 }
 
-planner_options read_planner_options(const arguments& args) {
+/// The options of the planners called `chosen`: the common ones, and each
+/// planner-specific `--NAME VALUE` that at least one of them reads.
+planner_options read_planner_options(const arguments& args, std::span<const std::string> chosen) {
   planner_options o;
   o.seed = static_cast<std::uint64_t>(args.integer("seed", 1, 0, (1LL << 62)));
   o.time_limit_s = args.number("time-limit", 0, 0, 1e9);
   o.threads = static_cast<int>(args.integer("threads", 0, 0, 1024));
+  for (const auto& e : planners()) {
+    for (const std::string_view name : e.options) {
+      const auto value = args.get(name);
+      if (!value || o.extra.contains(name)) continue;
+      std::string readers;
+      bool read = false;
+      for (const auto& f : planners()) {
+        if (std::ranges::find(f.options, name) == f.options.end()) continue;
+        readers.append(readers.empty() ? "" : ", ").append(f.name);
+        read = read || std::ranges::find(chosen, f.name) != chosen.end();
+      }
+      MEMPLAN_EXPECTS(read, invalid_argument, "option '--", name, "' is read only by ", readers,
+                      ", which is not among the planners chosen");
+      o.extra.emplace(std::string(name), *value);
+    }
+  }
   return o;
 }
 
@@ -271,7 +291,8 @@ int cmd_plan(const arguments& args) {
   const device_spec d = load_device(args, "");
   const problem p = load_source(args, d).p;
   const bytes_t budget = read_budget(args, p);
-  const auto r = run_planner(find_planner(args.require("planner")), p, d, budget, read_planner_options(args),
+  const std::string name = args.require("planner");
+  const auto r = run_planner(find_planner(name), p, d, budget, read_planner_options(args, std::span(&name, 1)),
                              args.has("trace"));
   if (const auto out = args.get("out")) {
     std::ofstream f(*out);
@@ -298,9 +319,10 @@ int cmd_compare(const arguments& args) {
   const device_spec d = load_device(args, "");
   const problem p = load_source(args, d).p;
   const bytes_t budget = read_budget(args, p);
-  const planner_options options = read_planner_options(args);
+  const auto names = args.list("planners", all_planner_names());
+  const planner_options options = read_planner_options(args, names);
   std::vector<planned> rows;
-  for (const auto& name : args.list("planners", all_planner_names())) {
+  for (const auto& name : names) {
     rows.push_back(run_planner(find_planner(name), p, d, budget, options, false));
   }
   if (args.has("json")) {
@@ -367,10 +389,11 @@ batch_result search_batch(const arguments& args, const device_spec& d, const pla
 int cmd_maxbatch(const arguments& args) {
   const device_spec d = load_device(args, "");
   const double max_overhead = args.number("max-overhead", 1e300, 0, 1e300);
-  const planner_options options = read_planner_options(args);
+  const auto names = args.list("planners", all_planner_names());
+  const planner_options options = read_planner_options(args, names);
   const bool progress = isatty(STDERR_FILENO) != 0;
   std::vector<std::pair<std::string, batch_result>> rows;
-  for (const auto& name : args.list("planners", all_planner_names())) {
+  for (const auto& name : names) {
     rows.emplace_back(name, search_batch(args, d, find_planner(name), options, max_overhead, progress));
   }
   if (args.has("json")) {
@@ -472,6 +495,11 @@ int dispatch(std::string_view command, std::span<const char* const> rest) {
   const auto with_planner = [&](std::initializer_list<option_spec> own) {
     auto all = accepted(own, true);
     all.insert(all.end(), std::begin(planner_flags), std::end(planner_flags));
+    for (const auto& e : planners()) {
+      for (const std::string_view name : e.options) {
+        if (std::ranges::find(all, name, &option_spec::name) == all.end()) all.push_back({name});
+      }
+    }
     return all;
   };
   if (command == "models") return cmd_models(arguments(command, accepted({{"json", false}}, false), rest));

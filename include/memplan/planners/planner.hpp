@@ -4,12 +4,15 @@
 /// (DESIGN.md §6): problem + device + budget + options -> plan, pure and
 /// deterministic for a given seed.
 
+#include <charconv>
 #include <concepts>
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 
 #include "memplan/cost/device.hpp"
+#include "memplan/error.hpp"
 #include "memplan/plan.hpp"
 #include "memplan/problem.hpp"
 
@@ -22,6 +25,28 @@ struct planner_options {
   /// Planner-specific settings by name (`--filter lru`, `--seed-with a,b`).
   std::map<std::string, std::string, std::less<>> extra;
 };
+
+/// The planner-specific setting `name` (`--name VALUE` on the CLI), or
+/// `fallback` when it is not given.
+[[nodiscard]] inline std::string_view option_text(const planner_options& o, std::string_view name,
+                                                  std::string_view fallback) {
+  const auto it = o.extra.find(name);
+  return it == o.extra.end() ? fallback : std::string_view(it->second);
+}
+
+/// The planner-specific number `name` in [lo, hi], or `fallback` when absent.
+/// \throws invalid_argument naming the option, the value and the range.
+[[nodiscard]] inline double option_number(const planner_options& o, std::string_view name, double fallback,
+                                          double lo, double hi) {
+  const auto it = o.extra.find(name);
+  if (it == o.extra.end()) return fallback;
+  const std::string& text = it->second;
+  double v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  MEMPLAN_EXPECTS(ec == std::errc{} && end == text.data() + text.size() && v >= lo && v <= hi, invalid_argument,
+                  "option '--", name, "' takes a number from ", lo, " to ", hi, ", got '", text, "'");
+  return v;
+}
 
 /// A planner. A budget it cannot meet is an ordinary outcome: the plan says
 /// `feasible == false`, why, and the smallest peak it reached.

@@ -23,6 +23,10 @@ struct planner_entry {
   std::string_view name;
   std::string_view summary;
   planner_fn run;
+  /// The planner-specific settings it reads from `planner_options::extra`
+  /// (the CLI accepts them as `--NAME VALUE`): a planner declares them as
+  /// `static constexpr std::array<std::string_view, N> option_names`.
+  std::span<const std::string_view> options;
 };
 
 namespace detail {
@@ -30,15 +34,20 @@ template <planner P>
 plan run_planner(const problem& p, const device_spec& d, bytes_t budget, const planner_options& o) {
   return P{}(p, d, budget, o);
 }
+template <planner P>
+constexpr planner_entry entry(std::string_view name, std::string_view summary) {
+  if constexpr (requires { P::option_names; }) {
+    return {name, summary, &run_planner<P>, P::option_names};
+  } else {
+    return {name, summary, &run_planner<P>, {}};
+  }
+}
 inline constexpr std::array planner_entries{
-    planner_entry{"none", "keep every tensor (baseline)", &run_planner<none_planner>},
-    planner_entry{"vdnn-conv", "vDNN: offload conv inputs, layer-synchronous (Rhu et al. 2016)",
-                  &run_planner<vdnn_conv_planner>},
-    planner_entry{"vdnn-all", "vDNN: offload every layer's inputs, layer-synchronous (Rhu et al. 2016)",
-                  &run_planner<vdnn_all_planner>},
-    planner_entry{"checkpoint", "sqrt(n) gradient checkpointing (Chen et al. 2016)", &run_planner<checkpoint_planner>},
-    planner_entry{"superneurons", "swap conv outputs, recompute cheap layers (Wang et al. 2018)",
-                  &run_planner<superneurons_planner>},
+    entry<none_planner>("none", "keep every tensor (baseline)"),
+    entry<vdnn_conv_planner>("vdnn-conv", "vDNN: offload conv inputs, layer-synchronous (Rhu et al. 2016)"),
+    entry<vdnn_all_planner>("vdnn-all", "vDNN: offload every layer's inputs, layer-synchronous (Rhu et al. 2016)"),
+    entry<checkpoint_planner>("checkpoint", "sqrt(n) gradient checkpointing (Chen et al. 2016)"),
+    entry<superneurons_planner>("superneurons", "swap conv outputs, recompute cheap layers (Wang et al. 2018)"),
 };
 }  // namespace detail
 
