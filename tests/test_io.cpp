@@ -445,14 +445,14 @@ TEST_CASE("SIZE: malformed sizes quote the input and list the accepted forms") {
 }
 
 TEST_CASE("format_bytes") {
-  CHECK(io::format_bytes(0) == "0 B");
-  CHECK(io::format_bytes(512) == "512 B");
-  CHECK(io::format_bytes(1023) == "1023 B");
-  CHECK(io::format_bytes(1024) == "1.00 KiB");
-  CHECK(io::format_bytes(1610612736) == "1.50 GiB");
-  CHECK(io::format_bytes(838860800) == "800.00 MiB");
-  CHECK(io::format_bytes(1048575) == "1.00 MiB");
-  CHECK(io::format_bytes(-1536) == "-1.50 KiB");
-  CHECK(io::format_bytes(9223372036854775807LL) == "8.00 EiB");
-  CHECK(io::format_bytes(-9223372036854775807LL - 1) == "-8.00 EiB");
+  CHECK(memplan::format_bytes(0) == "0 B");
+  CHECK(memplan::format_bytes(512) == "512 B");
+  CHECK(memplan::format_bytes(1023) == "1023 B");
+  CHECK(memplan::format_bytes(1024) == "1.00 KiB");
+  CHECK(memplan::format_bytes(1610612736) == "1.50 GiB");
+  CHECK(memplan::format_bytes(838860800) == "800.00 MiB");
+  CHECK(memplan::format_bytes(1048575) == "1.00 MiB");
+  CHECK(memplan::format_bytes(-1536) == "-1.50 KiB");
+  CHECK(memplan::format_bytes(9223372036854775807LL) == "8.00 EiB");
+  CHECK(memplan::format_bytes(-9223372036854775807LL - 1) == "-8.00 EiB");
 }

@@ -9,6 +9,7 @@
 #include "memplan/cost/roofline.hpp"
 #include "memplan/cost/split.hpp"
 #include "memplan/error.hpp"
+#include "memplan/format_bytes.hpp"
 #include "memplan/fwd.hpp"
 #include "memplan/graph/graph.hpp"
 #include "memplan/graph/schedule.hpp"

@@ -3,7 +3,6 @@
 /// `memplan::report`: what the simulator says a plan costs (DESIGN.md §5,
 /// last bullet), the numbers every planner is judged by.
 
-#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -56,23 +55,4 @@ struct report {
   std::vector<memory_point> memory_curve;  ///< after every change, time ascending; empty unless recorded
 };
 
-namespace detail {
-
-/// "512 MiB", "1.9 GiB", "300 B": sizes in messages.
-[[nodiscard]] inline std::string format_bytes(bytes_t b) {
-  static constexpr const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  double v = static_cast<double>(b);
-  std::size_t u = 0;
-  while ((v >= 1024 || v <= -1024) && u + 1 < std::size(units)) {
-    v /= 1024;
-    ++u;
-  }
-  char text[32];
-  // Whole numbers print without decimals so that exact sizes read exactly.
-  const bool whole = v == static_cast<double>(static_cast<long long>(v));
-  std::snprintf(text, sizeof text, whole ? "%.0f %s" : "%.1f %s", v, units[u]);
-  return text;
-}
-
-}  // namespace detail
 }  // namespace memplan

@@ -37,6 +37,7 @@
 #include "memplan/cost/device.hpp"
 #include "memplan/cost/split.hpp"
 #include "memplan/error.hpp"
+#include "memplan/format_bytes.hpp"
 #include "memplan/plan.hpp"
 #include "memplan/problem.hpp"
 #include "memplan/sim/report.hpp"
@@ -459,7 +460,7 @@ class simulator {
     };
     if (in_use > budget) {
       r.failure = detail::concat("out of memory at time 0: the tensors without a producer need ",
-                                 detail::format_bytes(in_use), ", budget ", detail::format_bytes(budget));
+                                 format_bytes(in_use), ", budget ", format_bytes(budget));
       return;
     }
     // Copies nobody holds (unused inputs) are released at once.
@@ -574,9 +575,9 @@ class simulator {
     // for memory: `blocked` is set, and its allocation can never fit.
     const bytes_t need = info_[static_cast<std::size_t>(blocked)].alloc;
     r.failure = detail::concat("out of memory at ", describe(p, pl, blocked), ", at ", now, " us: needs ",
-                               detail::format_bytes(need), " (", detail::format_bytes(in_use + need - budget),
-                               " more than is free), ", detail::format_bytes(in_use), " in use, budget ",
-                               detail::format_bytes(budget));
+                               format_bytes(need), " (", format_bytes(in_use + need - budget),
+                               " more than is free), ", format_bytes(in_use), " in use, budget ",
+                               format_bytes(budget));
   }
 
   [[nodiscard]] std::span<const index_t> touches_of(std::size_t i) const {

@@ -16,6 +16,7 @@
 
 #include "memplan/cost/device.hpp"
 #include "memplan/error.hpp"
+#include "memplan/format_bytes.hpp"
 #include "memplan/plan.hpp"
 #include "memplan/problem.hpp"
 #include "memplan/sim/simulator.hpp"
