@@ -166,6 +166,19 @@ TEST_CASE("out of memory names the action, the op and the numbers") {
         "out of memory at time 0: the tensors without a producer need 10 B, budget 5 B");
 }
 
+TEST_CASE("out of memory counts only the frees that happened (workspace of actions not started)") {
+  // Found by the property tests (issue 5): the message subtracted the
+  // workspace of every action that never started. keep-all on the residual
+  // block under 399 B: after conv1, x is dead, so w1 + w2 + a = 140 B are in
+  // use; conv2 needs b (200) + its workspace (60) = 260 B, 1 B too many.
+  const problem p = residual::make();
+  const report r = simulate(p, keep_all_plan(p, 399), dev, 399);
+  CHECK(r.failure ==
+        "out of memory at action 1 (compute 'conv2'), at 100 us: needs 260 B (1 B more than is free), 140 B in use, "
+        "budget 399 B");
+  CHECK(r.peak_bytes == 220);  // during conv1: x + w1 + w2 + a + its workspace
+}
+
 TEST_CASE("a split op costs the split model's time and one part's workspace") {
   // One op, 300 µs, workspace 51 B: x (10 B) -> y (100 B). Whole: peak
   // 10 + 100 + 51 = 161. In 2 parts: 2 * 150 µs + 1 launch (5 µs) = 305 µs

@@ -567,7 +567,9 @@ class simulator {
       if (wake == never) break;
       now = wake;
     }
-    apply_frees(never);
+    // Every started action has ended by `now`; the ones never started hold
+    // workspace in `frees` too, which must not count.
+    apply_frees(now);
     finish();
     if (started == n) return;
     // Nothing in flight and nothing left to free. Waits name only earlier
