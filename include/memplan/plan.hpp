@@ -99,7 +99,8 @@ struct plan {
 /// issue order and let the builder derive the events.
 class plan_builder {
  public:
-  plan_builder(const problem& p, std::string planner, bytes_t budget) : p_(&p), made_by_(p.num_tensors(), no_index), saved_by_(p.num_tensors(), no_index) {
+  plan_builder(const problem& p, std::string planner, bytes_t budget) : p_(&p), made_by_(p.num_tensors(), no_index), saved_by_(p.num_tensors(), no_index), on_device_(p.num_tensors(), 0) {
+    for (std::size_t t = 0; t < p.num_tensors(); ++t) on_device_[t] = p.producer[t] == no_index ? 1 : 0;
     plan_.planner = std::move(planner);
     plan_.budget = budget;
     plan_.decisions.assign(p.num_tensors(), decision::keep);
@@ -114,14 +115,19 @@ class plan_builder {
   index_t swap_out(index_t t, std::span<const index_t> after = {}) {
     const index_t a = swap(action_kind::swap_out, t, made_by_[static_cast<std::size_t>(t)], after);
     saved_by_[static_cast<std::size_t>(t)] = a;
+    on_device_[static_cast<std::size_t>(t)] = 0;
     return a;
   }
   index_t swap_in(index_t t, std::span<const index_t> after = {}) {
     const index_t a = swap(action_kind::swap_in, t, saved_by_[static_cast<std::size_t>(t)], after);
     made_by_[static_cast<std::size_t>(t)] = a;
+    on_device_[static_cast<std::size_t>(t)] = 1;
     return a;
   }
-  index_t free(index_t t) { return plan_.push({action_kind::free, no_index, t, 1}); }
+  index_t free(index_t t) {
+    on_device_[static_cast<std::size_t>(t)] = 0;
+    return plan_.push({action_kind::free, no_index, t, 1});
+  }
 
   void decide(index_t t, decision d) { plan_.decisions[static_cast<std::size_t>(t)] = d; }
   void infeasible(std::string reason, bytes_t best_peak) {
@@ -146,7 +152,14 @@ class plan_builder {
       if (m != no_index && plan_.actions[static_cast<std::size_t>(m)].kind == action_kind::swap_in) on_.push_back(m);
     }
     const index_t a = plan_.push({kind, step, no_index, parts}, on_);
-    for (const index_t t : p_->outputs(step)) made_by_[static_cast<std::size_t>(t)] = a;
+    // A recompute makes only the outputs that are not on the device; a
+    // swapped-in one keeps its swap-in as its maker.
+    for (const index_t t : p_->outputs(step)) {
+      const auto ti = static_cast<std::size_t>(t);
+      if (kind == action_kind::recompute && on_device_[ti]) continue;
+      made_by_[ti] = a;
+      on_device_[ti] = 1;
+    }
     return a;
   }
 
@@ -154,6 +167,7 @@ class plan_builder {
   plan plan_;
   std::vector<index_t> made_by_;   ///< per tensor: the action that made its current device copy
   std::vector<index_t> saved_by_;  ///< per tensor: its latest swap_out
+  std::vector<std::uint8_t> on_device_;  ///< per tensor: a device copy exists after the actions so far
   std::vector<index_t> on_;
 };
 

@@ -13,6 +13,7 @@
 #include "memplan/planners/none.hpp"
 #include "memplan/planners/planner.hpp"
 #include "memplan/planners/superneurons.hpp"
+#include "memplan/planners/tsplit.hpp"
 #include "memplan/planners/vdnn.hpp"
 
 namespace memplan {
@@ -48,6 +49,7 @@ inline constexpr std::array planner_entries{
     entry<vdnn_all_planner>("vdnn-all", "vDNN: offload every layer's inputs, layer-synchronous (Rhu et al. 2016)"),
     entry<checkpoint_planner>("checkpoint", "sqrt(n) gradient checkpointing (Chen et al. 2016)"),
     entry<superneurons_planner>("superneurons", "swap conv outputs, recompute cheap layers (Wang et al. 2018)"),
+    entry<tsplit_nosplit_planner>("tsplit-nosplit", "TSPLIT w/o split: Algo 2 over swap (Eq. 3, PCIe occupancy) and recompute (Eq. 4)"),
 };
 }  // namespace detail
 

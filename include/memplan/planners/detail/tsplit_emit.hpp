@@ -1,0 +1,235 @@
+#pragma once
+/// \file
+/// The augmented schedule of TSPLIT (§V-A, §V-D) for Algo 2's evictions: an
+/// action list with swap-outs and swap-ins on the d2h/h2d streams (events
+/// from plan_builder, each swap-in triggered by the start of its prefetch
+/// step p of Eq. 3) and frees with memory-centric recomputation.
+///
+/// Memory-centric recomputation (§V-D, Fig. 11): to bring a tensor back,
+/// its producer runs again after the producers of those of its inputs that
+/// are off the device, recursively from tensors still on it (the
+/// checkpoints); every intermediate made on the way is freed as soon as the
+/// last recomputation that reads it is issued, so a chain needs O(1) extra
+/// memory and is redone from the checkpoint for each later use.
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "memplan/plan.hpp"
+#include "memplan/planners/detail/tsplit_algo2.hpp"
+#include "memplan/problem.hpp"
+
+namespace memplan::detail::tsplit {
+
+class emitter {
+ public:
+  /// \param free_dead per tensor: free it after its last use in the
+  ///        schedule, because a recomputation reads it later (else the
+  ///        contract keeps it on the device until then).
+  emitter(const problem& p, std::span<const eviction> evictions, std::string planner, bytes_t budget,
+          const std::vector<std::uint8_t>& free_dead)
+      : p_(&p), evictions_(evictions), free_dead_(&free_dead), b_(p, std::move(planner), budget),
+        where_(p.num_tensors(), residence::device), has_host_(p.num_tensors(), 0),
+        read_dead_(p.num_tensors(), 0), tensor_stamp_(p.num_tensors(), 0), step_stamp_(p.num_steps(), 0),
+        last_reader_(p.num_tensors(), 0), evict_after_(p.num_steps()), prefetch_at_(p.num_steps()) {
+    for (std::size_t e = 0; e < evictions.size(); ++e) {
+      evict_after_[static_cast<std::size_t>(evictions[e].from)].push_back(static_cast<index_t>(e));
+      if (evictions[e].how == option::swap) {
+        prefetch_at_[static_cast<std::size_t>(evictions[e].prefetch)].push_back(static_cast<index_t>(e));
+      }
+    }
+  }
+
+  /// Emits every step in schedule order.
+  void run() {
+    const problem& p = *p_;
+    for (std::size_t si = 0; si < p.num_steps(); ++si) {
+      const auto s = static_cast<index_t>(si);
+      for (const index_t e : prefetch_at_[si]) {
+        const index_t t = evictions_[static_cast<std::size_t>(e)].tensor;
+        if (where_[static_cast<std::size_t>(t)] != residence::host) continue;  // a recomputation made it
+        if (last_compute_ != no_index) {
+          b_.swap_in(t, std::span(&last_compute_, 1));  // in-trigger: the start of step p
+        } else {
+          b_.swap_in(t);
+        }
+        where_[static_cast<std::size_t>(t)] = residence::device;
+      }
+      bring_inputs(s);
+      last_compute_ = b_.compute(s);
+      for (const auto& list : {p.inputs(s), p.outputs(s)}) {
+        for (const index_t x : list) {
+          const auto xi = static_cast<std::size_t>(x);
+          if (p.persistent(x) || p.live_end(x) != s || where_[xi] != residence::device) continue;
+          if ((*free_dead_)[xi]) {
+            b_.free(x);
+            where_[xi] = residence::freed;
+          } else {
+            where_[xi] = residence::dead;
+          }
+        }
+      }
+      for (const index_t e : evict_after_[si]) {
+        const eviction& ev = evictions_[static_cast<std::size_t>(e)];
+        const auto ti = static_cast<std::size_t>(ev.tensor);
+        if (where_[ti] != residence::device) continue;
+        if (ev.how == option::swap) {
+          b_.decide(ev.tensor, decision::swap);
+          b_.swap_out(ev.tensor);
+          where_[ti] = residence::host;
+          has_host_[ti] = 1;
+        } else {
+          b_.decide(ev.tensor, decision::recompute);
+          b_.free(ev.tensor);
+          where_[ti] = residence::freed;
+        }
+      }
+    }
+  }
+
+  /// Tensors a recomputation read after their last use in the schedule.
+  [[nodiscard]] const std::vector<std::uint8_t>& read_dead() const noexcept { return read_dead_; }
+  [[nodiscard]] plan finish() && { return std::move(b_).finish(); }
+
+ private:
+  enum class residence : std::uint8_t { device, freed, host, dead };
+  /// How an input of a recomputation gets onto the device.
+  enum class need : std::uint8_t { nothing, swap_in, recompute };
+
+  need classify(index_t x) {
+    const problem& p = *p_;
+    const auto xi = static_cast<std::size_t>(x);
+    switch (where_[xi]) {
+      case residence::device: return need::nothing;
+      case residence::host: return need::swap_in;
+      case residence::freed: return need::recompute;
+      case residence::dead: {
+        // Dead by the schedule but still on the device unless freed: a
+        // recomputable one is freed after its last use instead (second pass).
+        const index_t made = p.producer[xi];
+        if (made == no_index || !p.recomputable[static_cast<std::size_t>(made)]) return need::nothing;
+        read_dead_[xi] = 1;
+        return need::recompute;
+      }
+    }
+    return need::nothing;
+  }
+
+  /// Adds to `seq_` what brings x back, inputs first (iterative post-order).
+  void visit(index_t x) {
+    const problem& p = *p_;
+    const need n = classify(x);
+    if (n == need::swap_in) {
+      if (tensor_stamp_[static_cast<std::size_t>(x)] != stamp_) {
+        tensor_stamp_[static_cast<std::size_t>(x)] = stamp_;
+        seq_.push_back(-x - 1);
+      }
+      return;
+    }
+    if (n == need::nothing) return;
+    const index_t root = p.producer[static_cast<std::size_t>(x)];
+    if (step_stamp_[static_cast<std::size_t>(root)] == stamp_) return;
+    step_stamp_[static_cast<std::size_t>(root)] = stamp_;
+    frames_.push_back({root, 0});
+    while (!frames_.empty()) {
+      frame& f = frames_.back();
+      const auto ins = p.inputs(f.step);
+      if (f.next == ins.size()) {
+        seq_.push_back(f.step);
+        frames_.pop_back();
+        continue;
+      }
+      const index_t y = ins[f.next++];
+      const need ny = classify(y);
+      if (ny == need::swap_in) {
+        if (tensor_stamp_[static_cast<std::size_t>(y)] != stamp_) {
+          tensor_stamp_[static_cast<std::size_t>(y)] = stamp_;
+          seq_.push_back(-y - 1);
+        }
+      } else if (ny == need::recompute) {
+        const index_t r = p.producer[static_cast<std::size_t>(y)];
+        if (step_stamp_[static_cast<std::size_t>(r)] != stamp_) {
+          step_stamp_[static_cast<std::size_t>(r)] = stamp_;
+          frames_.push_back({r, 0});
+        }
+      }
+    }
+  }
+
+  /// Brings the inputs of step s onto the device, memory-centric.
+  void bring_inputs(index_t s) {
+    const problem& p = *p_;
+    ++stamp_;
+    seq_.clear();
+    for (const index_t t : p.inputs(s)) visit(t);
+    if (seq_.empty()) return;
+    // Intermediates: what the sequence makes; each is last read by ...
+    for (std::size_t k = 0; k < seq_.size(); ++k) {
+      if (seq_[k] < 0) {
+        last_reader_[static_cast<std::size_t>(-seq_[k] - 1)] = k;
+        continue;
+      }
+      for (const index_t o : p.outputs(seq_[k])) {
+        if (where_[static_cast<std::size_t>(o)] == residence::device) continue;
+        tensor_stamp_[static_cast<std::size_t>(o)] = stamp_;
+        last_reader_[static_cast<std::size_t>(o)] = k;
+      }
+    }
+    for (std::size_t k = 0; k < seq_.size(); ++k) {
+      if (seq_[k] < 0) continue;
+      for (const index_t x : p.inputs(seq_[k])) {
+        if (tensor_stamp_[static_cast<std::size_t>(x)] == stamp_) last_reader_[static_cast<std::size_t>(x)] = k;
+      }
+    }
+    for (const index_t t : p.inputs(s)) tensor_stamp_[static_cast<std::size_t>(t)] = 0;  // kept for step s
+    for (std::size_t k = 0; k < seq_.size(); ++k) {
+      if (seq_[k] < 0) {
+        const index_t t = -seq_[k] - 1;
+        b_.swap_in(t);
+        where_[static_cast<std::size_t>(t)] = residence::device;
+        release(t, k);
+        continue;
+      }
+      const index_t r = seq_[k];
+      last_compute_ = b_.recompute(r);
+      for (const index_t o : p.outputs(r)) where_[static_cast<std::size_t>(o)] = residence::device;
+      for (const index_t x : p.inputs(r)) release(x, k);
+      for (const index_t o : p.outputs(r)) release(o, k);
+    }
+  }
+  /// Frees intermediate x if entry k of the sequence is its last reader.
+  void release(index_t x, std::size_t k) {
+    const auto xi = static_cast<std::size_t>(x);
+    if (tensor_stamp_[xi] != stamp_ || last_reader_[xi] != k || where_[xi] != residence::device) return;
+    b_.free(x);
+    where_[xi] = has_host_[xi] ? residence::host : residence::freed;
+  }
+
+  struct frame {
+    index_t step;
+    std::size_t next;
+  };
+
+  const problem* p_;
+  std::span<const eviction> evictions_;
+  const std::vector<std::uint8_t>* free_dead_;
+  plan_builder b_;
+  std::vector<residence> where_;
+  std::vector<std::uint8_t> has_host_;  ///< a swap-out saved it; the host copy stays valid
+  std::vector<std::uint8_t> read_dead_;
+  std::vector<std::uint32_t> tensor_stamp_;
+  std::vector<std::uint32_t> step_stamp_;
+  std::uint32_t stamp_ = 0;
+  std::vector<std::size_t> last_reader_;
+  std::vector<index_t> seq_;  ///< step to recompute, or -t-1: swap t in
+  std::vector<frame> frames_;
+  std::vector<std::vector<index_t>> evict_after_;  ///< per step: evictions leaving after it
+  std::vector<std::vector<index_t>> prefetch_at_;  ///< per step: swap-ins issued as it starts
+  index_t last_compute_ = no_index;
+};
+
+}  // namespace memplan::detail::tsplit

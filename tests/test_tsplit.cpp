@@ -1,0 +1,198 @@
+// Tests of the TSPLIT planner: the cost model (Eq. 2-4) worked by hand on
+// the paper's Fig. 7 situation, Algo 2's choices, and plans on small graphs
+// and zoo models that the validator accepts. Device: sim_fixtures.hpp's
+// 1 B/µs links without latency, so a copy of N bytes takes N µs.
+#include <doctest/doctest.h>
+
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "memplan/cost/devices.hpp"
+#include "memplan/model/zoo.hpp"
+#include "memplan/planners/registry.hpp"
+#include "memplan/planners/tsplit.hpp"
+#include "memplan/sim/simulator.hpp"
+#include "memplan/sim/validator.hpp"
+#include "sim_fixtures.hpp"
+
+namespace {
+
+using namespace memplan;
+using detail::tsplit::algo2;
+using detail::tsplit::candidate;
+using detail::tsplit::option;
+const device_spec dev = memplan::test::byte_per_us_device();
+
+plan run(std::string_view planner, const problem& p, const device_spec& d, bytes_t budget) {
+  return find_planner(planner).run(p, d, budget, planner_options{});
+}
+
+// Fig. 7 of the paper, with a backward pass (steps in order):
+//   0 f1: x(100, parameter) -> s1(400)  100 µs   4 b4: s4      -> g4(100) 100 µs
+//   1 f2: s1 -> s2(100)                 100 µs   5 b3: g4, s3  -> g3(100) 100 µs
+//   2 f3: s2 -> s3(100)                 100 µs   6 b2: g3, s2  -> g2(100) 200 µs
+//   3 f4: s3 -> s4(300)                 100 µs   7 b1: g2, s1  -> g1(100) 300 µs
+// Live bytes per step (M_i): 500, 600, 700, 1000, 1100, 900, 800, 700.
+// At the bottleneck f4 (step 3) the live tensors not read by f4 are s1
+// (gap f1..b1) and s2 (gap f2..b2), as s1 and s2 in Fig. 7.
+namespace fig7 {
+inline constexpr index_t x = 0, s1 = 1, s2 = 2, s3 = 3, s4 = 4;
+problem make() {
+  test::graph_maker m;
+  m.tensor("x", 100, tensor_kind::parameter);
+  m.tensor("s1", 400, tensor_kind::activation);
+  m.tensor("s2", 100, tensor_kind::activation);
+  m.tensor("s3", 100, tensor_kind::activation);
+  m.tensor("s4", 300, tensor_kind::activation);
+  const index_t g4 = m.tensor("g4", 100, tensor_kind::gradient);
+  const index_t g3 = m.tensor("g3", 100, tensor_kind::gradient);
+  const index_t g2 = m.tensor("g2", 100, tensor_kind::gradient);
+  const index_t g1 = m.tensor("g1", 100, tensor_kind::gradient);
+  m.op("f1", 100, {x}, {s1});
+  m.op("f2", 100, {s1}, {s2});
+  m.op("f3", 100, {s2}, {s3});
+  m.op("f4", 100, {s3}, {s4});
+  m.op("b4", 100, {s4}, {g4}, 0, phase::backward);
+  m.op("b3", 100, {g4, s3}, {g3}, 0, phase::backward);
+  m.op("b2", 200, {g3, s2}, {g2}, 0, phase::backward);
+  m.op("b1", 300, {g2, s1}, {g1}, 0, phase::backward);
+  return m.compile();
+}
+}  // namespace fig7
+
+void walk_to(algo2& a, index_t step) {
+  while (a.step() < step) a.advance();
+}
+
+/// The validator accepts `pl` under its budget, or, when infeasible, under
+/// the smallest peak it reports; the simulator agrees.
+void check_valid(const problem& p, const plan& pl, const device_spec& d) {
+  const validation v = validate(p, pl, d, pl.feasible ? pl.budget : pl.best_peak);
+  for (const auto& e : v.errors) MESSAGE(e);
+  CHECK(v.ok);
+  const report r = simulate(p, pl, d, pl.budget);
+  CHECK(r.feasible == pl.feasible);
+  if (pl.feasible) {
+    CHECK(v.peak_bytes == r.peak_bytes);
+    CHECK(v.time_us == doctest::Approx(r.time_us));
+    CHECK(r.peak_bytes <= pl.budget);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("link occupancy: Oc_u fills op by op, and the latest start hides a copy") {
+  const std::vector<double> times{100, 0, 50, 200, 100};
+  detail::tsplit::link_occupancy oc(times);
+  CHECK(oc.idle(0, 5) == 450);
+  CHECK(oc.occupancy(1) == 1.0);  // a zero-time op leaves no link time
+  // A 120 µs copy from step 0: all of op 0 (100), none of op 1, 20 of op 2's 50.
+  oc.occupy(0, 120);
+  CHECK(oc.occupancy(0) == 1.0);
+  CHECK(oc.occupancy(2) == doctest::Approx(0.4));
+  CHECK(oc.idle(0, 5) == 330);
+  // Idle time left before step 4: op 2 30 µs, op 3 200 µs. A 200 µs copy
+  // done by step 4 may start at step 3, a 230 µs one at step 2; 250 µs
+  // cannot be hidden, so it starts as early as allowed (lo).
+  CHECK(oc.latest_start(0, 4, 200) == 3);
+  CHECK(oc.latest_start(0, 4, 230) == 2);
+  CHECK(oc.latest_start(1, 4, 250) == 1);
+  CHECK(oc.latest_start(1, 4, 0) == 4);
+}
+
+TEST_CASE("Eq. 2-3: swap cost at the Fig. 7 bottleneck, with the PCIe occupancy updated after a decision") {
+  const problem p = fig7::make();
+  algo2 a(p, dev, 600);
+  walk_to(a, 3);
+  CHECK(a.memory() == 1000);
+  // s1: the swap-out (400 µs) overlaps f2, f3 (200 µs idle): forward cost
+  // 200. The swap-in must be done by b1 (step 7); b4, b3, b2 leave 400 µs
+  // idle, so it starts at b4 (p = 4) and costs nothing.
+  const candidate c1 = a.cost(fig7::s1, option::swap);
+  CHECK(c1.delta_m == 400);  // Eq. 2
+  CHECK(c1.delta_t == 200);
+  CHECK(c1.what.from == 1);  // its last use before the bottleneck: f2
+  CHECK(c1.what.to == 7);
+  CHECK(c1.what.prefetch == 4);
+  // s2: out 100 µs over f3 (100 idle), in 100 µs over b3 (p = 5): free.
+  const candidate c2 = a.cost(fig7::s2, option::swap);
+  CHECK(c2.delta_t == 0);
+  CHECK(c2.what.prefetch == 5);
+  // s3 is read by f4, s4 is made by it: neither is a candidate.
+  CHECK_FALSE(a.cost(fig7::s3, option::swap).valid());
+  CHECK_FALSE(a.cost(fig7::s4, option::swap).valid());
+  CHECK_FALSE(a.cost(fig7::x, option::swap).valid());  // parameters persist
+
+  // Algo 2 line 7 picks the smallest ΔT/ΔM: s2's free swap.
+  const candidate best = a.best();
+  CHECK(best.what.tensor == fig7::s2);
+  CHECK(best.what.how == option::swap);
+  a.apply(best);
+  CHECK(a.memory() == 900);
+  // Oc after the decision: the swap-out of s2 took f3 (step 2), the
+  // swap-in b3 (step 5).
+  CHECK(a.d2h().occupancy(2) == 1.0);
+  CHECK(a.d2h().occupancy(1) == 0.0);
+  CHECK(a.h2d().occupancy(5) == 1.0);
+  // s1 again: only f2 is idle now (forward 400 - 100 = 300); b4 + b2 leave
+  // 300 µs for the 400 µs swap-in started at b4 (backward 100).
+  const candidate again = a.cost(fig7::s1, option::swap);
+  CHECK(again.delta_t == 400);
+  CHECK(again.what.prefetch == 4);
+}
+
+TEST_CASE("Eq. 4: the recompute set grows when an input is itself recomputed") {
+  const problem p = fig7::make();
+  algo2 a(p, dev, 600);
+  walk_to(a, 3);
+  // s2 = f2(s1), read again by b2 (step 6) where s1 is resident: I = {f2}.
+  CHECK(a.cost(fig7::s2, option::recompute).delta_t == 100);
+  // s1 = f1(x), x a parameter: I = {f1}.
+  const candidate c1 = a.cost(fig7::s1, option::recompute);
+  CHECK(c1.delta_t == 100);
+  a.apply(c1);
+  CHECK(a.memory() == 600);
+  // Now s1 is off the device at step 6 too: I = {f2, f1}, as {Op1, Op2} in §IV-B.
+  CHECK(a.cost(fig7::s2, option::recompute).delta_t == 200);
+}
+
+TEST_CASE("tsplit-nosplit on Fig. 7: a feasible plan that the validator accepts") {
+  const problem p = fig7::make();
+  CHECK(p.baseline_peak() == 1100);
+  for (const bytes_t budget : {1100, 900, 800, 700}) {
+    CAPTURE(budget);
+    const plan pl = run("tsplit-nosplit", p, dev, budget);
+    CHECK(pl.feasible);
+    check_valid(p, pl, dev);
+  }
+}
+
+TEST_CASE("tsplit-nosplit: infeasible budgets give the smallest peak reached and say where") {
+  const problem p = fig7::make();
+  // b1 reads s1 (400) and g2 (100) and makes g1 (100) while x (100)
+  // persists: 700 bytes no option can remove.
+  const plan pl = run("tsplit-nosplit", p, dev, 650);
+  CHECK_FALSE(pl.feasible);
+  CHECK(pl.best_peak >= 700);
+  CHECK(pl.reason.find("'b1'") != std::string::npos);
+  check_valid(p, pl, dev);
+  CHECK(simulate(p, pl, dev, pl.best_peak).feasible);
+}
+
+TEST_CASE("tsplit-nosplit on zoo models: validator-clean plans under 60% and 40% of the baseline peak") {
+  const device_spec titan = find_device("titan-rtx");
+  for (const char* name : {"resnet50", "vgg16", "transformer"}) {
+    model::options o;
+    o.batch = 32;
+    const problem p = compile(model::build(name, o, titan));
+    for (const double share : {0.6, 0.4}) {
+      CAPTURE(name);
+      CAPTURE(share);
+      const auto budget = static_cast<bytes_t>(share * static_cast<double>(p.baseline_peak()));
+      const plan pl = run("tsplit-nosplit", p, titan, budget);
+      check_valid(p, pl, titan);
+      if (pl.feasible) CHECK(simulate(p, pl, titan, budget).peak_bytes <= budget);
+    }
+  }
+}
