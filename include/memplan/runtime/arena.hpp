@@ -1,0 +1,103 @@
+#pragma once
+/// \file
+/// `runtime::arena`: the sub-allocator behind a device's one arena and its
+/// pinned host pool. It hands out offsets inside a fixed capacity (first
+/// fit, neighbouring holes merged), so the bytes in use can never exceed the
+/// capacity, and it keeps the high-water mark the executor's budget check
+/// reads. It owns no memory and takes no locks: the backend owns the one
+/// allocation, and only the thread that issues work allocates.
+
+#include <algorithm>
+#include <cstddef>
+#include <iterator>
+#include <map>
+#include <optional>
+
+#include "memplan/error.hpp"
+#include "memplan/fwd.hpp"
+
+namespace memplan::runtime {
+
+class arena {
+ public:
+  /// Every block starts at a multiple of `alignment` (256: what cudaMalloc
+  /// guarantees, and enough for any vector load).
+  static constexpr bytes_t alignment = 256;
+
+  /// \throws invalid_argument if `capacity` is negative.
+  explicit arena(bytes_t capacity) : capacity_(capacity) {
+    MEMPLAN_EXPECTS(capacity >= 0, invalid_argument, "arena: capacity must be non-negative, got ", capacity);
+    if (capacity > 0) holes_.emplace(0, capacity);
+  }
+
+  /// Bytes a block of `bytes` takes: rounded up to the alignment.
+  [[nodiscard]] static constexpr bytes_t footprint(bytes_t bytes) noexcept {
+    return (bytes + alignment - 1) / alignment * alignment;
+  }
+
+  /// The offset of a fresh block of `bytes` (zero-byte blocks take no room
+  /// and get offset 0), or nothing if no hole is large enough.
+  [[nodiscard]] std::optional<bytes_t> allocate(bytes_t bytes) {
+    const bytes_t size = footprint(bytes);
+    if (size == 0) return bytes_t{0};
+    for (auto it = holes_.begin(); it != holes_.end(); ++it) {
+      if (it->second < size) continue;
+      const bytes_t offset = it->first;
+      const bytes_t rest = it->second - size;
+      holes_.erase(it);
+      if (rest > 0) holes_.emplace(offset + size, rest);
+      in_use_ += size;
+      peak_ = std::max(peak_, in_use_);
+      return offset;
+    }
+    return std::nullopt;
+  }
+
+  /// Returns the block at `offset` that `allocate(bytes)` handed out.
+  void deallocate(bytes_t offset, bytes_t bytes) noexcept {
+    const bytes_t size = footprint(bytes);
+    if (size == 0) return;
+    in_use_ -= size;
+    auto [it, inserted] = holes_.emplace(offset, size);
+    if (const auto next = std::next(it); next != holes_.end() && it->first + it->second == next->first) {
+      it->second += next->second;
+      holes_.erase(next);
+    }
+    if (it != holes_.begin()) {
+      const auto before = std::prev(it);
+      if (before->first + before->second == it->first) {
+        before->second += it->second;
+        holes_.erase(it);
+      }
+    }
+  }
+
+  /// Forgets every block at once, keeping the peak: the first step of
+  /// compacting, after which the caller allocates its live blocks again in
+  /// offset order (first fit then gives each an offset no higher than before).
+  void clear() noexcept {
+    holes_.clear();
+    if (capacity_ > 0) holes_.emplace(0, capacity_);
+    in_use_ = 0;
+  }
+
+  [[nodiscard]] bytes_t capacity() const noexcept { return capacity_; }
+  /// Bytes in blocks handed out and not yet returned (footprints).
+  [[nodiscard]] bytes_t in_use() const noexcept { return in_use_; }
+  /// The most bytes ever in use at once.
+  [[nodiscard]] bytes_t peak() const noexcept { return peak_; }
+  /// The largest block `allocate` could hand out now.
+  [[nodiscard]] bytes_t largest_hole() const noexcept {
+    bytes_t largest = 0;
+    for (const auto& [offset, size] : holes_) largest = std::max(largest, size);
+    return largest;
+  }
+
+ private:
+  bytes_t capacity_;
+  bytes_t in_use_ = 0;
+  bytes_t peak_ = 0;
+  std::map<bytes_t, bytes_t> holes_;  ///< offset -> size, disjoint and never adjacent
+};
+
+}  // namespace memplan::runtime

@@ -1,0 +1,451 @@
+#pragma once
+/// \file
+/// `runtime::executor`: runs a plan's action list on a `memplan::device`
+/// (DESIGN.md §7), exactly as plan.hpp defines it. The executor owns where
+/// every managed tensor lives (device arena, pinned pool); the framework
+/// supplies two callbacks and never allocates:
+///
+///   run_op(const op_call& call, stream_view s)  runs step call.step's op on
+///       s (recomputations too), reading call.inputs and writing the
+///       non-null call.outputs;
+///   load(index_t t, void* device_address, stream_view s)  fills a tensor
+///       without a producer (input, parameter, state) before the run.
+///
+/// The device's pinned pool must hold `layout_of(p, pl).pinned_peak` bytes.
+///
+/// How the actions map to the device: three streams (compute, d2h, h2d, the
+/// simulator's), one event per action recorded after it; a wait becomes an
+/// event wait on the action's stream. Memory is taken when an action is
+/// issued and given back, stream-ordered, when its release is issued: the
+/// block is reused only after the events of its holders (the last action
+/// per stream that touches it) complete — a release "takes effect once every
+/// earlier-issued action that reads or writes that copy has ended"
+/// (plan.hpp). An allocation that does not fit waits for pending frees.
+///
+/// Why a plan the validator accepts under budget B runs in an arena of B
+/// bytes: once every pending free has come back, the bytes in use are those
+/// of the buffers allocated by earlier-issued actions and not released by an
+/// earlier-issued action — never more than the simulator holds when that
+/// action starts (it allocates in issue order and frees no earlier). So the
+/// bytes always fit; if holes between blocks do not, the executor waits for
+/// every stream and compacts the arena (moving blocks down), which the
+/// framework never notices because it gets addresses per call.
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "memplan/error.hpp"
+#include "memplan/plan.hpp"
+#include "memplan/problem.hpp"
+#include "memplan/runtime/device.hpp"
+#include "memplan/runtime/layout.hpp"
+#include "memplan/runtime/pool.hpp"
+
+namespace memplan::runtime {
+
+/// What `run_op` is asked to do.
+struct op_call {
+  index_t action = no_index;  ///< its index in the plan
+  index_t step = no_index;    ///< the schedule step (problem arrays)
+  index_t op = no_index;      ///< the graph's dense op index
+  index_t parts = 1;          ///< micro-batches the plan splits the op into (1 = whole)
+  bool recompute = false;
+  std::span<void* const> inputs;   ///< addresses, in problem::inputs(step) order
+  /// Addresses, in problem::outputs(step) order; null where a recompute finds
+  /// the output still on the device: the op must leave it alone.
+  std::span<void* const> outputs;
+  void* workspace = nullptr;  ///< scratch for one part, `workspace_bytes` long (null if none)
+  bytes_t workspace_bytes = 0;
+};
+
+/// An action's callback (or its copy, or an issue-time device call) failed.
+/// Everything the run allocated has been given back when this is thrown.
+struct action_failed : error {
+  action_failed(index_t a, const std::string& message) : error(message), action(a) {}
+  index_t action;  ///< the failed action's index; no_index for the initial load
+};
+
+/// Figures of one run, measured by the arenas.
+struct run_stats {
+  bytes_t peak_bytes = 0;         ///< most device bytes in use at once, as the plan counts them
+  bytes_t arena_peak_bytes = 0;   ///< the same in arena footprints (rounded to its alignment)
+  bytes_t pinned_peak_bytes = 0;  ///< most pinned host bytes in use at once (footprints)
+  bytes_t swapped_out_bytes = 0;
+  bytes_t swapped_in_bytes = 0;
+  index_t ops_run = 0;            ///< compute and recompute actions
+  index_t compactions = 0;        ///< times the arena was compacted
+};
+
+template <memplan::device D>
+class executor {
+ public:
+  using stream_view = typename D::stream_view;
+
+  /// Prepares `pl` (for `p`) to run on `dev`; both must outlive the executor.
+  /// \throws invalid_argument if the action list is malformed (layout_of).
+  executor(D& dev, const problem& p, const plan& pl)
+      : dev_(&dev), p_(&p), pl_(&pl), layout_(layout_of(p, pl)),
+        device_pool_(dev, dev.arena(), pl.budget > 0 ? pl.budget : dev.arena().capacity()),
+        pinned_pool_(dev, dev.pinned()) {
+    events_.reserve(pl.actions.size() + 1);
+    for (std::size_t a = 0; a <= pl.actions.size(); ++a) events_.push_back(dev.make_event());
+    streams_.reserve(stream_count);
+    for (int s = 0; s < stream_count; ++s) streams_.push_back(dev.make_stream());
+    calls_.resize(pl.actions.size());
+    std::size_t slots = 0;
+    for (const auto& ab : layout_.actions) slots += ab.reads.size() + ab.writes.size();
+    addresses_.resize(slots);
+  }
+  executor(const executor&) = delete;
+  executor& operator=(const executor&) = delete;
+  ~executor() { release(); }
+
+  /// Runs the plan once: loads the tensors without a producer, issues every
+  /// action, waits for all streams. Tensors kept after the run (persistent
+  /// ones) can then be `read` until `release` or the next run.
+  /// \throws action_failed naming the action whose callback or copy threw;
+  ///         infeasible_budget if an allocation cannot fit even with nothing
+  ///         pending (the plan exceeds the budget); after either, every byte
+  ///         is back in the arenas.
+  template <class RunOp, class Load>
+  run_stats run(RunOp&& run_op, Load&& load) {
+    release();
+    failed_.store(false, std::memory_order_relaxed);
+    failure_ = nullptr;
+    stats_ = {};
+    try {
+      start(load);
+      for (index_t a = 0; a < static_cast<index_t>(pl_->actions.size()); ++a) {
+        try {
+          issue(a, run_op);
+        } catch (const memplan::error&) {
+          throw;
+        } catch (const std::exception& e) {  // an issue-time failure outside memplan: name the action
+          throw action_failed(a, memplan::detail::concat("executor: ", name(a), " failed: ", e.what()));
+        }
+      }
+      synchronize_all();
+      throw_if_failed();
+    } catch (...) {
+      release();
+      throw;
+    }
+    stats_.peak_bytes = device_pool_.peak();
+    stats_.arena_peak_bytes = dev_->arena().peak();
+    stats_.pinned_peak_bytes = dev_->pinned().peak();
+    return stats_;
+  }
+
+  /// Copies tensor `t`, kept after the run, into `out` (exactly its bytes).
+  /// \throws invalid_argument if t is not kept or `out` has the wrong size.
+  void read(index_t t, std::span<std::byte> out) {
+    MEMPLAN_EXPECTS(t >= 0 && static_cast<std::size_t>(t) < p_->num_tensors(), invalid_argument, "read: tensor ", t,
+                    " is out of range");
+    const std::string& name = p_->tensor_name[static_cast<std::size_t>(t)];
+    MEMPLAN_EXPECTS(static_cast<bytes_t>(out.size()) == p_->bytes[static_cast<std::size_t>(t)], invalid_argument,
+                    "read: tensor '", name, "' has ", p_->bytes[static_cast<std::size_t>(t)], " bytes, the output ",
+                    out.size());
+    const index_t d = layout_.kept_device[static_cast<std::size_t>(t)];
+    const index_t h = layout_.kept_host[static_cast<std::size_t>(t)];
+    if (d != no_index && state(device_state_, d) == held::live) {
+      void* src = dev_->device_memory() + offset(device_offset_, d);
+      dev_->launch(stream(stream_kind::d2h), [this, dst = out.data(), src, n = out.size()](stream_view v) {
+        dev_->copy(dst, src, n, copy_kind::device_to_host, v);
+      });
+      dev_->synchronize(stream(stream_kind::d2h));
+      return;
+    }
+    MEMPLAN_EXPECTS(h != no_index && state(host_state_, h) == held::live, invalid_argument, "read: tensor '", name,
+                    "' is not kept after the run (only parameters and optimizer state are)");
+    std::memcpy(out.data(), dev_->pinned_memory() + offset(host_offset_, h), out.size());
+  }
+
+  /// Waits for the streams and gives every byte back to the arenas. Never throws.
+  void release() noexcept {
+    try {
+      synchronize_all();
+    } catch (...) {  // a failure already reported, or a device that can no longer run: give back regardless
+    }
+    give_back(device_pool_, device_state_, device_offset_, layout_.device);
+    give_back(pinned_pool_, host_state_, host_offset_, layout_.host);
+  }
+
+ private:
+  enum class held : std::uint8_t { none, live, pending };
+
+  static held& state(std::vector<held>& v, index_t i) { return v[static_cast<std::size_t>(i)]; }
+  static bytes_t& offset(std::vector<bytes_t>& v, index_t i) { return v[static_cast<std::size_t>(i)]; }
+  typename D::stream& stream(stream_kind k) { return streams_[static_cast<std::size_t>(k)]; }
+  const action& act(index_t a) const { return pl_->actions[static_cast<std::size_t>(a)]; }
+  std::string name(index_t a) const { return a == layout_.load ? "the initial load" : detail::action_name(*p_, *pl_, a); }
+
+  void synchronize_all() {
+    for (auto& s : streams_) dev_->synchronize(s);
+  }
+
+  /// Drains a pool and returns every live block (after synchronize_all).
+  void give_back(ordered_pool<D>& pool, std::vector<held>& states, std::vector<bytes_t>& offsets,
+                 const std::vector<buffer>& buffers) noexcept {
+    try {
+      pool.drain();
+    } catch (...) {
+    }
+    for (std::size_t i = 0; i < states.size(); ++i) {
+      if (states[i] == held::live) pool.deallocate(offsets[i], buffers[i].bytes);
+    }
+    states.assign(buffers.size(), held::none);
+    offsets.assign(buffers.size(), 0);
+  }
+
+  /// Records the first failure; work issued after it is skipped.
+  void fail(index_t a, std::exception_ptr e) noexcept {
+    const std::lock_guard lock(failure_mutex_);
+    if (failure_) return;
+    failure_ = std::move(e);
+    failed_action_ = a;
+    failed_.store(true, std::memory_order_release);
+  }
+  void throw_if_failed() {
+    if (!failed_.load(std::memory_order_acquire)) return;
+    std::string what = "unknown exception";
+    try {
+      std::rethrow_exception(failure_);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    throw action_failed(failed_action_, memplan::detail::concat("executor: ", name(failed_action_), " failed: ", what));
+  }
+  /// Launches `body(view)` on `s` for action `a`: an exception it throws
+  /// (or one from issuing it) is recorded against `a`.
+  template <class Body>
+  void launch(index_t a, typename D::stream& s, Body body) {
+    try {
+      dev_->launch(s, [this, a, body = std::move(body)](stream_view v) {
+        if (failed_.load(std::memory_order_acquire)) return;
+        try {
+          body(v);
+        } catch (...) {
+          fail(a, std::current_exception());
+        }
+      });
+    } catch (...) {
+      fail(a, std::current_exception());
+    }
+  }
+
+  template <class Load>
+  void start(Load& load) {
+    slot_ = 0;
+    device_state_.assign(layout_.device.size(), held::none);
+    device_offset_.assign(layout_.device.size(), 0);
+    host_state_.assign(layout_.host.size(), held::none);
+    host_offset_.assign(layout_.host.size(), 0);
+    allocate(layout_.load, layout_.initial);
+    auto& h2d = stream(stream_kind::h2d);
+    for (const index_t b : layout_.initial) {
+      const index_t t = layout_.device[static_cast<std::size_t>(b)].tensor;
+      void* address = dev_->device_memory() + offset(device_offset_, b);
+      launch(layout_.load, h2d, [&load, t, address](stream_view v) { load(t, address, v); });
+    }
+    auto& loaded = events_[static_cast<std::size_t>(layout_.load)];
+    dev_->record(loaded, h2d);
+    dev_->wait(stream(stream_kind::compute), loaded);
+    dev_->wait(stream(stream_kind::d2h), loaded);
+    for (const index_t b : layout_.released_at_load) release_device(b);
+  }
+
+  template <class RunOp>
+  void issue(index_t a, RunOp& run_op) {
+    throw_if_failed();
+    const action& x = act(a);
+    const action_buffers& ab = layout_.actions[static_cast<std::size_t>(a)];
+    auto& s = stream(stream_of(x.kind));
+    allocate(a, ab.allocates);
+    for (const index_t w : pl_->waits_of(static_cast<std::size_t>(a))) {
+      if (stream_of(act(w).kind) != stream_of(x.kind)) dev_->wait(s, events_[static_cast<std::size_t>(w)]);
+    }
+    std::byte* const device = dev_->device_memory();
+    std::byte* const pinned = dev_->pinned_memory();
+    switch (x.kind) {
+      case action_kind::compute:
+      case action_kind::recompute: {
+        op_call& call = calls_[static_cast<std::size_t>(a)];
+        call = {a, x.step, p_->op[static_cast<std::size_t>(x.step)], x.parts, x.kind == action_kind::recompute, {}, {},
+                nullptr, 0};
+        void** slot = addresses_.data() + slot_;
+        for (const index_t b : ab.reads) *slot++ = device + offset(device_offset_, b);
+        call.inputs = {addresses_.data() + slot_, ab.reads.size()};
+        slot_ += ab.reads.size();
+        for (const index_t b : ab.writes) *slot++ = b == no_index ? nullptr : device + offset(device_offset_, b);
+        call.outputs = {addresses_.data() + slot_, ab.writes.size()};
+        slot_ += ab.writes.size();
+        if (ab.workspace != no_index) {
+          call.workspace = device + offset(device_offset_, ab.workspace);
+          call.workspace_bytes = layout_.device[static_cast<std::size_t>(ab.workspace)].bytes;
+        }
+        ++stats_.ops_run;
+        launch(a, s, [&run_op, &call](stream_view v) { run_op(static_cast<const op_call&>(call), v); });
+        break;
+      }
+      case action_kind::swap_out: {
+        allocate_host(a, ab.host);
+        void* dst = pinned + offset(host_offset_, ab.host);
+        const void* src = device + offset(device_offset_, ab.device);
+        const auto n = static_cast<std::size_t>(p_->bytes[static_cast<std::size_t>(x.tensor)]);
+        stats_.swapped_out_bytes += static_cast<bytes_t>(n);
+        launch(a, s, [this, dst, src, n](stream_view v) { dev_->copy(dst, src, n, copy_kind::device_to_host, v); });
+        break;
+      }
+      case action_kind::swap_in: {
+        void* dst = device + offset(device_offset_, ab.device);
+        const void* src = pinned + offset(host_offset_, ab.host);
+        const auto n = static_cast<std::size_t>(p_->bytes[static_cast<std::size_t>(x.tensor)]);
+        stats_.swapped_in_bytes += static_cast<bytes_t>(n);
+        launch(a, s, [this, dst, src, n](stream_view v) { dev_->copy(dst, src, n, copy_kind::host_to_device, v); });
+        break;
+      }
+      case action_kind::free: break;  // nothing runs; the release below is the action
+    }
+    dev_->record(events_[static_cast<std::size_t>(a)], s);
+    for (const index_t b : ab.releases_device) release_device(b);
+    for (const index_t h : ab.releases_host) release_host(h);
+  }
+
+  /// The holders' events of `b` (at most one per stream).
+  std::vector<const typename D::event*> gates(const buffer& b) const {
+    std::vector<const typename D::event*> out;
+    for (const index_t h : b.holders) {
+      if (h != no_index) out.push_back(&events_[static_cast<std::size_t>(h)]);
+    }
+    if (out.empty()) out.push_back(&events_[static_cast<std::size_t>(layout_.load)]);
+    return out;
+  }
+  void release_device(index_t b) {
+    const buffer& buf = layout_.device[static_cast<std::size_t>(b)];
+    device_pool_.deallocate(offset(device_offset_, b), buf.bytes, gates(buf));
+    state(device_state_, b) = held::pending;
+  }
+  void release_host(index_t h) {
+    const buffer& buf = layout_.host[static_cast<std::size_t>(h)];
+    pinned_pool_.deallocate(offset(host_offset_, h), buf.bytes, gates(buf));
+    state(host_state_, h) = held::pending;
+  }
+
+  /// Allocates every buffer in `list` for action `a`, all or none, waiting
+  /// for pending frees and compacting when only holes stand in the way.
+  void allocate(index_t a, const std::vector<index_t>& list) {
+    if (list.empty()) return;
+    bytes_t need = 0;
+    for (const index_t b : list) need += layout_.device[static_cast<std::size_t>(b)].bytes;
+    bool compacted = false;
+    for (;;) {
+      std::size_t got = 0;
+      for (; got < list.size(); ++got) {
+        const index_t b = list[got];
+        const auto o = device_pool_.try_allocate(layout_.device[static_cast<std::size_t>(b)].bytes);
+        if (!o) break;
+        offset(device_offset_, b) = *o;
+        state(device_state_, b) = held::live;
+      }
+      if (got == list.size()) return;
+      for (std::size_t i = 0; i < got; ++i) {  // roll back: all or none
+        device_pool_.deallocate(offset(device_offset_, list[i]), layout_.device[static_cast<std::size_t>(list[i])].bytes);
+        state(device_state_, list[i]) = held::none;
+      }
+      if (device_pool_.wait_one()) continue;
+      const bool bytes_fit = device_pool_.in_use() + need <= device_pool_.limit() &&
+                             dev_->arena().in_use() + footprints(list) <= dev_->arena().capacity();
+      MEMPLAN_EXPECTS(bytes_fit && !compacted, infeasible_budget, "executor: out of device memory at ", name(a),
+                      ": it needs ", need, " bytes with ", device_pool_.in_use(), " in use and nothing left to free; budget ",
+                      device_pool_.limit(), ", arena ", dev_->arena().capacity(), " bytes");
+      compact();
+      compacted = true;
+    }
+  }
+  bytes_t footprints(const std::vector<index_t>& list) const {
+    bytes_t sum = 0;
+    for (const index_t b : list) sum += arena::footprint(layout_.device[static_cast<std::size_t>(b)].bytes);
+    return sum;
+  }
+  void allocate_host(index_t a, index_t h) {
+    const bytes_t bytes = layout_.host[static_cast<std::size_t>(h)].bytes;
+    for (bool compacted = false;;) {
+      if (const auto o = pinned_pool_.try_allocate(bytes)) {
+        offset(host_offset_, h) = *o;
+        state(host_state_, h) = held::live;
+        return;
+      }
+      if (pinned_pool_.wait_one()) continue;
+      MEMPLAN_EXPECTS(!compacted && dev_->pinned().in_use() + arena::footprint(bytes) <= dev_->pinned().capacity(),
+                      invalid_argument, "executor: the pinned pool (", dev_->pinned().capacity(), " bytes, ",
+                      dev_->pinned().in_use(), " in use) cannot hold the host copy of ", name(a), " (", bytes,
+                      " bytes); this plan needs ", layout_.pinned_peak, " pinned bytes");
+      compact();
+      compacted = true;
+    }
+  }
+
+  /// Waits for every stream, then closes the holes of both arenas.
+  void compact() {
+    synchronize_all();
+    throw_if_failed();
+    device_pool_.drain();
+    pinned_pool_.drain();
+    ++stats_.compactions;
+    std::byte* const device = dev_->device_memory();
+    auto& s = stream(stream_kind::compute);
+    device_pool_.compact(live(device_state_, device_offset_, layout_.device), [&](bytes_t from, bytes_t to, bytes_t n) {
+      // Chunks no longer than the gap never overlap, so a plain copy is safe.
+      const bytes_t gap = from - to;
+      dev_->launch(s, [this, device, from, to, n, gap](stream_view v) {
+        for (bytes_t done = 0; done < n; done += gap) {
+          dev_->copy(device + to + done, device + from + done, static_cast<std::size_t>(std::min(gap, n - done)),
+                     copy_kind::device_to_device, v);
+        }
+      });
+    });
+    dev_->synchronize(s);
+    std::byte* const pinned = dev_->pinned_memory();
+    pinned_pool_.compact(live(host_state_, host_offset_, layout_.host), [&](bytes_t from, bytes_t to, bytes_t n) {
+      std::memmove(pinned + to, pinned + from, static_cast<std::size_t>(n));
+    });
+  }
+  std::vector<typename ordered_pool<D>::block> live(std::vector<held>& states, std::vector<bytes_t>& offsets,
+                                                    const std::vector<buffer>& buffers) {
+    std::vector<typename ordered_pool<D>::block> out;
+    for (std::size_t i = 0; i < states.size(); ++i) {
+      if (states[i] == held::live) out.push_back({&offsets[i], buffers[i].bytes});
+    }
+    return out;
+  }
+
+  D* dev_;
+  const problem* p_;
+  const plan* pl_;
+  layout layout_;
+  ordered_pool<D> device_pool_;
+  ordered_pool<D> pinned_pool_;
+  std::vector<typename D::event> events_;  ///< per action, then the initial load
+  std::vector<typename D::stream> streams_;  ///< after the events: joined before they go
+  std::vector<op_call> calls_;             ///< per action: what its launched work reads
+  std::vector<void*> addresses_;           ///< the spans of calls_
+  std::size_t slot_ = 0;
+  std::vector<held> device_state_, host_state_;
+  std::vector<bytes_t> device_offset_, host_offset_;
+  run_stats stats_;
+  std::atomic<bool> failed_{false};
+  std::mutex failure_mutex_;
+  std::exception_ptr failure_;
+  index_t failed_action_ = no_index;
+};
+
+}  // namespace memplan::runtime

@@ -1,0 +1,209 @@
+#pragma once
+// A training step that computes real numbers, for the executor's
+// data-integrity tests: a chain (MLP) or a residual network of matmul,
+// relu and add on float matrices, with loss, backward and SGD update ops,
+// built as a memplan::graph so that the planners have something to plan.
+// `reference` evaluates it in schedule order with no planning at all; `run`
+// is the op callback a framework would hand the executor. Ops honour
+// `parts` by computing their output rows in that many row blocks, and use
+// their workspace as scratch, so a workspace overlapping a live tensor would
+// corrupt results.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "memplan/graph/graph.hpp"
+#include "memplan/problem.hpp"
+#include "memplan/runtime/executor.hpp"
+
+namespace memplan::test {
+
+enum class float_op : std::uint8_t {
+  matmul,         // out = in0 · in1                (B×D · D×D)
+  matmul_grad_x,  // out = in0 · in1ᵀ               (gz · Wᵀ)
+  matmul_grad_w,  // out = in0ᵀ · in1               (hᵀ · gz), D×D
+  relu,           // out = max(in0, 0)
+  relu_grad,      // out = in0 where in1 > 0, else 0
+  add,            // out = in0 + in1
+  loss_grad,      // out = in0 − in1                (h − target)
+  sgd             // out = in0 − 0.01 · in1         (W − lr · gW)
+};
+
+struct float_workload {
+  int batch = 8;
+  int width = 32;
+  graph g{"float-workload"};
+  std::vector<float_op> kind;  ///< per graph op
+  problem p;
+  std::vector<std::vector<float>> values;  ///< per tensor: the reference values
+  std::vector<index_t> updated;            ///< the new parameters the update ops write
+
+  [[nodiscard]] int rows(index_t t) const {
+    return static_cast<int>(p.bytes[static_cast<std::size_t>(t)] / (4 * width));
+  }
+};
+
+namespace detail_workload {
+
+inline index_t matrix(float_workload& w, std::string name, int rows, tensor_kind kind) {
+  return w.g.add_tensor({.id = static_cast<std::int64_t>(w.g.num_tensors()), .name = std::move(name),
+                         .bytes = static_cast<bytes_t>(rows) * w.width * 4, .kind = kind,
+                         .shape = {rows, w.width}, .dtype = "float32"});
+}
+
+inline index_t add_op(float_workload& w, std::string name, float_op k, std::vector<index_t> in, index_t out,
+                      phase ph) {
+  const bool matmul = k == float_op::matmul || k == float_op::matmul_grad_x || k == float_op::matmul_grad_w;
+  w.kind.push_back(k);
+  return w.g.add_op({.id = static_cast<std::int64_t>(w.g.num_ops()), .name = std::move(name),
+                     .type = matmul ? "matmul" : "elementwise", .phase = ph, .time_us = matmul ? 100.0 : 10.0,
+                     .workspace_bytes = matmul ? 512 : 0, .inputs = std::move(in), .outputs = {out},
+                     .recomputable = ph == phase::forward, .split_dims = {0}});
+}
+
+/// The reference op: output rows [row_begin, row_end) of `out`, using
+/// `scratch` (at least `width` floats, or none) for each row on its way.
+inline void compute(const float_workload& w, float_op k, std::span<const float* const> in, float* out, int row_begin,
+                    int row_end, float* scratch, std::size_t scratch_floats) {
+  const int d = w.width;
+  const auto n = static_cast<std::size_t>(d);
+  std::vector<float> row_buffer;
+  float* row = scratch;
+  if (scratch_floats < n) {
+    row_buffer.resize(n);
+    row = row_buffer.data();
+  }
+  const int inner = k == float_op::matmul_grad_w ? w.batch : d;
+  for (int r = row_begin; r < row_end; ++r) {
+    for (int c = 0; c < d; ++c) {
+      const auto i = static_cast<std::size_t>(r) * n + static_cast<std::size_t>(c);
+      float v = 0;
+      switch (k) {
+        case float_op::matmul:
+          for (int j = 0; j < inner; ++j) v += in[0][r * d + j] * in[1][j * d + c];
+          break;
+        case float_op::matmul_grad_x:
+          for (int j = 0; j < inner; ++j) v += in[0][r * d + j] * in[1][c * d + j];
+          break;
+        case float_op::matmul_grad_w:
+          for (int j = 0; j < inner; ++j) v += in[0][j * d + r] * in[1][j * d + c];
+          break;
+        case float_op::relu: v = std::max(in[0][i], 0.0f); break;
+        case float_op::relu_grad: v = in[1][i] > 0 ? in[0][i] : 0.0f; break;
+        case float_op::add: v = in[0][i] + in[1][i]; break;
+        case float_op::loss_grad: v = in[0][i] - in[1][i]; break;
+        case float_op::sgd: v = in[0][i] - 0.01f * in[1][i]; break;
+      }
+      row[c] = v;
+    }
+    std::memcpy(out + static_cast<std::size_t>(r) * n, row, n * sizeof(float));
+  }
+}
+
+}  // namespace detail_workload
+
+/// Builds the workload: `layers` blocks; `residual` adds the skip
+/// connections. Schedule: forward, loss, backward in reverse, updates.
+inline float_workload make_float_workload(int layers, bool residual, int batch = 8, int width = 32) {
+  using namespace detail_workload;
+  float_workload w;
+  w.batch = batch;
+  w.width = width;
+  const index_t x = matrix(w, "x", batch, tensor_kind::input);
+  const index_t target = matrix(w, "target", batch, tensor_kind::input);
+  std::vector<index_t> weight, h{x}, r;
+  for (int i = 1; i <= layers; ++i) {
+    const std::string n = std::to_string(i);
+    weight.push_back(matrix(w, "w" + n, width, tensor_kind::parameter));
+    const index_t z = matrix(w, "z" + n, batch, tensor_kind::activation);
+    add_op(w, "matmul" + n, float_op::matmul, {h.back(), weight.back()}, z, phase::forward);
+    r.push_back(matrix(w, "r" + n, batch, tensor_kind::activation));
+    add_op(w, "relu" + n, float_op::relu, {z}, r.back(), phase::forward);
+    if (residual) {
+      const index_t sum = matrix(w, "h" + n, batch, tensor_kind::activation);
+      add_op(w, "add" + n, float_op::add, {h.back(), r.back()}, sum, phase::forward);
+      h.push_back(sum);
+    } else {
+      h.push_back(r.back());
+    }
+  }
+  index_t grad = matrix(w, "g_out", batch, tensor_kind::gradient);
+  add_op(w, "loss", float_op::loss_grad, {h.back(), target}, grad, phase::backward);
+  std::vector<index_t> weight_grad(static_cast<std::size_t>(layers));
+  for (int i = layers; i >= 1; --i) {
+    const std::string n = std::to_string(i);
+    const auto li = static_cast<std::size_t>(i - 1);
+    const index_t gz = matrix(w, "gz" + n, batch, tensor_kind::gradient);
+    add_op(w, "relu_grad" + n, float_op::relu_grad, {grad, r[li]}, gz, phase::backward);
+    weight_grad[li] = matrix(w, "gw" + n, width, tensor_kind::parameter_gradient);
+    add_op(w, "matmul_grad_w" + n, float_op::matmul_grad_w, {h[li], gz}, weight_grad[li], phase::backward);
+    const index_t gx = matrix(w, (residual ? "gzx" : "gh") + std::to_string(i - 1), batch, tensor_kind::gradient);
+    add_op(w, "matmul_grad_x" + n, float_op::matmul_grad_x, {gz, weight[li]}, gx, phase::backward);
+    if (residual) {
+      const index_t sum = matrix(w, "gh" + std::to_string(i - 1), batch, tensor_kind::gradient);
+      add_op(w, "add_grad" + n, float_op::add, {grad, gx}, sum, phase::backward);
+      grad = sum;
+    } else {
+      grad = gx;
+    }
+  }
+  for (int i = 1; i <= layers; ++i) {
+    const auto li = static_cast<std::size_t>(i - 1);
+    w.updated.push_back(matrix(w, "w" + std::to_string(i) + "_new", width, tensor_kind::parameter));
+    add_op(w, "sgd" + std::to_string(i), float_op::sgd, {weight[li], weight_grad[li]}, w.updated.back(),
+           phase::update);
+  }
+  schedule order(w.g.num_ops());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<index_t>(i);
+  w.p = compile(w.g, order);
+
+  // Inputs and parameters: a fixed pseudo-random pattern (no RNG state to share).
+  w.values.resize(w.p.num_tensors());
+  for (std::size_t t = 0; t < w.p.num_tensors(); ++t) {
+    w.values[t].assign(static_cast<std::size_t>(w.p.bytes[t] / 4), 0.0f);
+    if (w.p.producer[t] != no_index) continue;
+    std::uint32_t state = 2654435761u * static_cast<std::uint32_t>(t + 1);
+    for (float& v : w.values[t]) {
+      state = state * 1664525u + 1013904223u;
+      v = static_cast<float>(static_cast<int>(state >> 9) % 2001 - 1000) / 4000.0f;
+    }
+  }
+  for (std::size_t s = 0; s < w.p.num_steps(); ++s) {
+    std::vector<const float*> in;
+    for (const index_t t : w.p.inputs(static_cast<index_t>(s))) in.push_back(w.values[static_cast<std::size_t>(t)].data());
+    const index_t out = w.p.outputs(static_cast<index_t>(s))[0];
+    compute(w, w.kind[static_cast<std::size_t>(w.p.op[s])], in, w.values[static_cast<std::size_t>(out)].data(), 0,
+            w.rows(out), nullptr, 0);
+  }
+  return w;
+}
+
+/// Runs `call` of the workload on host-addressable buffers: its output rows in
+/// `call.parts` blocks, each through the workspace.
+inline void run_float_op(const float_workload& w, const runtime::op_call& call) {
+  std::vector<const float*> in;
+  for (void* a : call.inputs) in.push_back(static_cast<const float*>(a));
+  const index_t out = w.p.outputs(call.step)[0];
+  if (call.outputs[0] == nullptr) return;  // a recompute that finds it on the device
+  auto* scratch = static_cast<float*>(call.workspace);
+  if (scratch != nullptr) std::memset(scratch, 0xAB, static_cast<std::size_t>(call.workspace_bytes));
+  const int rows = w.rows(out);
+  for (int part = 0; part < call.parts; ++part) {
+    detail_workload::compute(w, w.kind[static_cast<std::size_t>(call.op)], in, static_cast<float*>(call.outputs[0]),
+                             rows * part / call.parts, rows * (part + 1) / call.parts, scratch,
+                             static_cast<std::size_t>(call.workspace_bytes) / sizeof(float));
+  }
+}
+
+/// Whether the bytes at `address` are tensor t's reference values.
+inline bool matches(const float_workload& w, index_t t, const void* address) {
+  const auto& ref = w.values[static_cast<std::size_t>(t)];
+  return std::memcmp(ref.data(), address, ref.size() * sizeof(float)) == 0;
+}
+
+}  // namespace memplan::test

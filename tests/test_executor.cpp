@@ -1,0 +1,389 @@
+// Tests of runtime::executor on host::device: every registered planner's
+// plans, at several budgets, compute bit for bit what the unplanned
+// reference computes, inside an arena no larger than the budget; faults
+// name the failed action and give every byte back.
+#include <doctest/doctest.h>
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "executor_workload.hpp"
+#include "memplan/cost/devices.hpp"
+#include "memplan/host/device.hpp"
+#include "memplan/planners/registry.hpp"
+#include "memplan/runtime/executor.hpp"
+#include "memplan/sim/validator.hpp"
+#include "sim_fixtures.hpp"
+
+namespace {
+
+using namespace memplan;
+using runtime::executor;
+using runtime::op_call;
+
+/// Loads a tensor without a producer from the workload's reference values.
+auto loader(const test::float_workload& w) {
+  return [&w](index_t t, void* address, host::stream_view) {
+    const auto& v = w.values[static_cast<std::size_t>(t)];
+    std::memcpy(address, v.data(), v.size() * sizeof(float));
+  };
+}
+
+/// Per action: how many of the tensors its op read or wrote differ from the
+/// reference (each slot written by one action only, read after the run).
+struct integrity {
+  std::vector<int> mismatches;
+  std::atomic<int> calls{0};
+  explicit integrity(std::size_t actions) : mismatches(actions, 0) {}
+  [[nodiscard]] int total() const {
+    int sum = 0;
+    for (const int m : mismatches) sum += m;
+    return sum;
+  }
+};
+
+auto checked_op(const test::float_workload& w, integrity& check) {
+  return [&w, &check](const op_call& call, host::stream_view) {
+    int bad = 0;
+    const auto ins = w.p.inputs(call.step);
+    for (std::size_t i = 0; i < ins.size(); ++i) bad += test::matches(w, ins[i], call.inputs[i]) ? 0 : 1;
+    test::run_float_op(w, call);
+    const auto outs = w.p.outputs(call.step);
+    for (std::size_t i = 0; i < outs.size(); ++i) {
+      if (call.outputs[i] != nullptr) bad += test::matches(w, outs[i], call.outputs[i]) ? 0 : 1;
+    }
+    check.mismatches[static_cast<std::size_t>(call.action)] = bad;
+    ++check.calls;
+  };
+}
+
+index_t count(const plan& pl, action_kind k) {
+  index_t n = 0;
+  for (const action& a : pl.actions) n += a.kind == k ? 1 : 0;
+  return n;
+}
+
+/// Runs `pl` on a host device whose arena is exactly the budget; checks the
+/// numbers and the memory. Returns the run's figures.
+runtime::run_stats run_checked(const test::float_workload& w, const plan& pl, bytes_t budget) {
+  runtime::run_stats stats;
+  {
+    // The pinned pool's size comes from the plan.
+    const bytes_t pinned = runtime::layout_of(w.p, pl).pinned_peak;
+    host::device sized({.arena_bytes = budget, .pinned_bytes = pinned, .before_copy = {}});
+    executor<host::device> ex(sized, w.p, pl);
+    integrity check(pl.actions.size());
+    stats = ex.run(checked_op(w, check), loader(w));
+    CHECK(check.total() == 0);
+    CHECK(check.calls.load() == count(pl, action_kind::compute) + count(pl, action_kind::recompute));
+    CHECK(stats.ops_run == check.calls.load());
+    // The new parameters are kept after the run: read them back.
+    for (const index_t t : w.updated) {
+      std::vector<float> out(w.values[static_cast<std::size_t>(t)].size());
+      ex.read(t, std::as_writable_bytes(std::span(out)));
+      CHECK(test::matches(w, t, out.data()));
+    }
+    CHECK(stats.peak_bytes <= budget);
+    CHECK(stats.arena_peak_bytes <= budget);
+    CHECK(sized.arena().peak() <= budget);
+    CHECK(stats.pinned_peak_bytes <= pinned);
+    ex.release();
+    CHECK(sized.arena().in_use() == 0);
+    CHECK(sized.pinned().in_use() == 0);
+  }
+  return stats;
+}
+
+}  // namespace
+
+TEST_CASE("the workload's reference: a hand-checked matmul and the chain's shape") {
+  // One layer, batch 8, width 32: 8 ops (matmul, relu, loss, relu_grad,
+  // matmul_grad_w, matmul_grad_x, sgd) = 7, tensors x, target, w1, z1, r1,
+  // g_out, gz1, gw1, gh0, w1_new = 10.
+  const auto w = test::make_float_workload(1, false);
+  CHECK(w.p.num_steps() == 7);
+  CHECK(w.p.num_tensors() == 10);
+  CHECK(w.p.bytes[0] == 8 * 32 * 4);
+  CHECK(w.p.bytes[2] == 32 * 32 * 4);
+  // z1[0][0] = sum_j x[0][j] * w1[j][0], summed in the same order.
+  float z = 0;
+  for (int j = 0; j < 32; ++j) z += w.values[0][static_cast<std::size_t>(j)] * w.values[2][static_cast<std::size_t>(j) * 32];
+  CHECK(w.values[3][0] == z);
+  CHECK(w.values[4][0] == std::max(z, 0.0f));
+}
+
+TEST_CASE("executor on a hand plan: swap and recompute give the reference numbers; peak by hand") {
+  // Two-layer chain. Every tensor is a multiple of 256 B, so arena
+  // footprints equal bytes.
+  const auto w = test::make_float_workload(2, false);
+  const problem& p = w.p;
+  // Steps: 0 matmul1 1 relu1 2 matmul2 3 relu2 4 loss 5 relu_grad2
+  // 6 matmul_grad_w2 7 matmul_grad_x2 8 relu_grad1 9 matmul_grad_w1
+  // 10 matmul_grad_x1 11 sgd1 12 sgd2.
+  REQUIRE(p.num_steps() == 13);
+  const index_t z1 = 3, r1 = 4;
+  REQUIRE(p.tensor_name[z1] == "z1");
+  REQUIRE(p.tensor_name[r1] == "r1");
+  plan_builder b(p, "hand", 1 << 20);
+  b.compute(0);
+  b.compute(1);
+  b.compute(2);
+  b.swap_out(r1);       // r1 (1 KiB) leaves after matmul2 read it ...
+  b.free(z1);           // z1 is dropped and recomputed
+  for (index_t s = 3; s <= 5; ++s) b.compute(s);
+  b.swap_in(r1);        // ... and comes back for relu_grad1 / matmul_grad_w2
+  b.compute(6);
+  b.compute(7);
+  b.compute(8);
+  b.compute(9);
+  b.compute(10);
+  b.compute(11);
+  b.compute(12);
+  const plan pl = std::move(b).finish();
+  CHECK(validate(p, pl, memplan::test::byte_per_us_device(), 1 << 20).ok);
+  const auto stats = run_checked(w, pl, 1 << 20);
+  CHECK(stats.swapped_out_bytes == 1024);
+  CHECK(stats.swapped_in_bytes == 1024);
+  CHECK(stats.ops_run == 13);
+
+  plan_builder r(p, "recompute", 1 << 20);
+  r.compute(0);
+  r.compute(1);
+  r.compute(2);
+  r.free(r1);
+  for (index_t s = 3; s <= 5; ++s) r.compute(s);
+  r.recompute(1);  // relu1 again: z1 is still there, this being its last reader
+  for (index_t s = 6; s <= 12; ++s) r.compute(s);
+  const plan rp = std::move(r).finish();
+  CHECK(validate(p, rp, memplan::test::byte_per_us_device(), 1 << 20).ok);
+  const auto rs = run_checked(w, rp, 1 << 20);
+  CHECK(rs.ops_run == 14);
+  CHECK(rs.swapped_out_bytes == 0);
+}
+
+TEST_CASE("executor: every registered planner, several budgets, chain and residual: bit-identical, within budget") {
+  const device_spec dev = find_device("titan-rtx");
+  index_t swaps = 0, recomputes = 0, frees = 0, runs = 0;
+  for (const bool residual : {false, true}) {
+    const auto w = test::make_float_workload(residual ? 4 : 6, residual);
+    const bytes_t peak = w.p.baseline_peak();
+    for (const auto& entry : planners()) {
+      int feasible = 0;
+      for (const double fraction : {1.0, 0.8, 0.65, 0.5}) {
+        const auto budget = static_cast<bytes_t>(static_cast<double>(peak) * fraction) / 256 * 256;
+        CAPTURE(entry.name);
+        CAPTURE(residual);
+        CAPTURE(budget);
+        const plan pl = entry.run(w.p, dev, budget, planner_options{});
+        if (!pl.feasible) continue;
+        const validation v = validate(w.p, pl, dev, budget);
+        CHECK_MESSAGE(v.ok, entry.name, "'s plan is invalid: ", (v.errors.empty() ? std::string() : v.errors.front()));
+        if (!v.ok) continue;  // not the executor's to run
+        ++feasible;
+        ++runs;
+        run_checked(w, pl, budget);
+        swaps += count(pl, action_kind::swap_in);
+        recomputes += count(pl, action_kind::recompute);
+        frees += count(pl, action_kind::free);
+      }
+      if (feasible == 0) MESSAGE(entry.name, " made no valid feasible plan for this workload");
+    }
+  }
+  // The plans exercised every kind of action.
+  CHECK(runs >= 10);  // at least the none planner at 100% and the baselines
+  CHECK(swaps > 0);
+  CHECK(recomputes > 0);
+  CHECK(frees > 0);
+}
+
+TEST_CASE("executor: holes that only moving blocks can close are compacted, and the numbers survive") {
+  // a, b, c, d (256 B each) fill a 1 KiB arena in that order; f5 reads a and
+  // c, which then go, leaving holes at 0 and 512; e (512 B, read of b and d)
+  // fits only once b and d move down to 0 and 256.
+  test::graph_maker m;
+  const index_t a = m.tensor("a", 256, tensor_kind::activation);
+  const index_t b = m.tensor("b", 256, tensor_kind::activation);
+  const index_t c = m.tensor("c", 256, tensor_kind::activation);
+  const index_t d = m.tensor("d", 256, tensor_kind::activation);
+  const index_t g = m.tensor("g", 0, tensor_kind::activation);
+  const index_t e = m.tensor("e", 512, tensor_kind::activation);
+  m.op("fa", 1, {}, {a});
+  m.op("fb", 1, {}, {b});
+  m.op("fc", 1, {}, {c});
+  m.op("fd", 1, {}, {d});
+  m.op("f5", 1, {a, c}, {g});
+  m.op("f6", 1, {b, d}, {e});
+  const problem p = m.compile();
+  const plan pl = keep_all_plan(p, 1024);
+  CHECK(validate(p, pl, test::byte_per_us_device(), 1024).ok);
+  host::device dev({.arena_bytes = 1024, .pinned_bytes = 0, .before_copy = {}});
+  executor<host::device> ex(dev, p, pl);
+  std::vector<unsigned char> e_value(512);
+  const auto stats = ex.run(
+      [&](const op_call& call, host::stream_view) {
+        if (call.step < 4) {  // a..d: filled with 1, 2, 3, 4
+          std::memset(call.outputs[0], call.step + 1, 256);
+        } else if (call.step == 5) {  // e = b's bytes then d's bytes
+          std::memcpy(call.outputs[0], call.inputs[0], 256);
+          std::memcpy(static_cast<char*>(call.outputs[0]) + 256, call.inputs[1], 256);
+          std::memcpy(e_value.data(), call.outputs[0], 512);
+        }
+      },
+      [](index_t, void*, host::stream_view) {});
+  CHECK(stats.compactions == 1);
+  CHECK(stats.peak_bytes == 1024);
+  CHECK(e_value[0] == 2);
+  CHECK(e_value[255] == 2);
+  CHECK(e_value[256] == 4);
+  CHECK(e_value[511] == 4);
+  (void)e;
+  (void)g;
+  ex.release();
+  CHECK(dev.arena().in_use() == 0);
+}
+
+TEST_CASE("executor faults: a throwing op or copy names the action, and every byte comes back") {
+  const auto w = test::make_float_workload(4, true);
+  const device_spec spec = find_device("titan-rtx");
+  // The tightest budget (in 5% steps) at which vdnn-all fits.
+  bytes_t budget = 0;
+  plan pl;
+  for (int percent = 100; percent >= 50; percent -= 5) {
+    const bytes_t b = w.p.baseline_peak() * percent / 100 / 256 * 256;
+    plan attempt = find_planner("vdnn-all").run(w.p, spec, b, planner_options{});
+    if (!attempt.feasible) break;
+    budget = b;
+    pl = std::move(attempt);
+  }
+  REQUIRE(budget > 0);
+  REQUIRE(count(pl, action_kind::swap_out) >= 2);
+  const bytes_t pinned = runtime::layout_of(w.p, pl).pinned_peak;
+
+  SUBCASE("an op throws") {
+    host::device dev({.arena_bytes = budget, .pinned_bytes = pinned, .before_copy = {}});
+    executor<host::device> ex(dev, w.p, pl);
+    // The compute of step 5 fails.
+    index_t failing = no_index;
+    for (std::size_t a = 0; a < pl.actions.size(); ++a) {
+      if (pl.actions[a].kind == action_kind::compute && pl.actions[a].step == 5) failing = static_cast<index_t>(a);
+    }
+    REQUIRE(failing != no_index);
+    auto op = [&](const op_call& call, host::stream_view) {
+      if (call.step == 5) throw std::runtime_error("kernel exploded");
+      test::run_float_op(w, call);
+    };
+    try {
+      (void)ex.run(op, loader(w));
+      FAIL("run did not throw");
+    } catch (const runtime::action_failed& e) {
+      CHECK(e.action == failing);
+      CHECK(std::string(e.what()) == "executor: action " + std::to_string(failing) + " (compute '" +
+                                         w.p.op_name[5] + "') failed: kernel exploded");
+    }
+    CHECK(dev.arena().in_use() == 0);
+    CHECK(dev.pinned().in_use() == 0);
+    // The executor is reusable: a clean run afterwards is right.
+    integrity check(pl.actions.size());
+    (void)ex.run(checked_op(w, check), loader(w));
+    CHECK(check.total() == 0);
+  }
+  SUBCASE("the second swap-out's copy throws") {
+    std::atomic<int> d2h{0};
+    host::device dev({.arena_bytes = budget,
+                      .pinned_bytes = pinned,
+                      .before_copy = [&](copy_kind k, std::size_t) {
+                        if (k == copy_kind::device_to_host && ++d2h == 2) throw std::runtime_error("DMA error");
+                      }});
+    executor<host::device> ex(dev, w.p, pl);
+    index_t second = no_index;
+    for (std::size_t a = 0, seen = 0; a < pl.actions.size(); ++a) {
+      if (pl.actions[a].kind == action_kind::swap_out && ++seen == 2) second = static_cast<index_t>(a);
+    }
+    integrity check(pl.actions.size());
+    try {
+      (void)ex.run(checked_op(w, check), loader(w));
+      FAIL("run did not throw");
+    } catch (const runtime::action_failed& e) {
+      CHECK(e.action == second);
+      CHECK(std::string(e.what()).find("(swap_out '" + w.p.tensor_name[static_cast<std::size_t>(
+                                           pl.actions[static_cast<std::size_t>(second)].tensor)] +
+                                       "') failed: DMA error") != std::string::npos);
+    }
+    CHECK(dev.arena().in_use() == 0);
+    CHECK(dev.pinned().in_use() == 0);
+  }
+  SUBCASE("a budget below the plan's needs is out of memory, named") {
+    const bytes_t small = budget / 2 / 256 * 256;
+    host::device dev({.arena_bytes = small, .pinned_bytes = pinned, .before_copy = {}});
+    plan tight = pl;
+    tight.budget = small;
+    executor<host::device> ex(dev, w.p, tight);
+    CHECK_THROWS_WITH_AS((void)ex.run([&](const op_call& call, host::stream_view) { test::run_float_op(w, call); },
+                                      loader(w)),
+                         doctest::Contains("executor: out of device memory at action"), infeasible_budget);
+    CHECK(dev.arena().in_use() == 0);
+    CHECK(dev.pinned().in_use() == 0);
+  }
+  SUBCASE("a malformed action list is refused before anything runs") {
+    plan bad = pl;
+    bad.actions.front().step = 999;
+    host::device dev({.arena_bytes = budget, .pinned_bytes = pinned, .before_copy = {}});
+    CHECK_THROWS_WITH_AS(executor<host::device>(dev, w.p, bad),
+                         doctest::Contains("step 999 is out of range"), invalid_argument);
+    plan unread = keep_all_plan(w.p, budget);
+    std::swap(unread.actions[0], unread.actions[1]);  // relu1 before matmul1 made z1
+    CHECK_THROWS_WITH_AS(executor<host::device>(dev, w.p, unread),
+                         "plan: action 0 (compute 'relu1') reads tensor 'z1', which is not on the device",
+                         invalid_argument);
+  }
+}
+
+TEST_CASE("ordered_pool: a block comes back only after its events; compaction packs live blocks") {
+  host::device dev({.arena_bytes = 1024, .pinned_bytes = 0, .before_copy = {}});
+  runtime::ordered_pool<host::device> pool(dev, dev.arena(), 1000);
+  auto s = dev.make_stream();
+  auto e = dev.make_event();
+  const auto x = pool.try_allocate(300);  // 512 B footprint
+  REQUIRE(x);
+  CHECK(*x == 0);
+  CHECK(pool.in_use() == 300);
+  CHECK(dev.arena().in_use() == 512);
+  CHECK_FALSE(pool.try_allocate(701));  // over the 1000 B limit
+  std::atomic<bool> go{false};
+  dev.launch(s, [&](host::stream_view) {
+    while (!go.load()) {
+    }
+  });
+  dev.record(e, s);
+  const host::device::event* after[] = {&e};
+  pool.deallocate(*x, 300, after);
+  CHECK_FALSE(pool.try_allocate(600));  // x still pending: no 768 B hole
+  CHECK(pool.has_pending());
+  go = true;
+  CHECK(pool.wait_one());
+  CHECK_FALSE(pool.has_pending());
+  CHECK(pool.in_use() == 0);
+  const auto y = pool.try_allocate(600);
+  REQUIRE(y);
+  CHECK(*y == 0);
+  CHECK(pool.peak() == 600);
+  CHECK(dev.arena().peak() == 768);
+  // Compaction: y at 0, z at 768; after freeing y, z moves to 0.
+  auto z = pool.try_allocate(200);
+  REQUIRE(z);
+  CHECK(*z == 768);
+  pool.deallocate(*y, 600);
+  bytes_t where = *z;
+  std::vector<std::array<bytes_t, 3>> moves;
+  pool.compact({{&where, 200}}, [&](bytes_t from, bytes_t to, bytes_t n) { moves.push_back({from, to, n}); });
+  CHECK(where == 0);
+  REQUIRE(moves.size() == 1);
+  CHECK(moves[0] == std::array<bytes_t, 3>{768, 0, 200});
+  CHECK(dev.arena().in_use() == 256);
+  CHECK(dev.arena().largest_hole() == 768);
+}
