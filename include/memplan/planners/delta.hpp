@@ -1,0 +1,149 @@
+#pragma once
+/// \file
+/// `delta`: DELTA, Dynamic tEnsor offLoading and recompuTAtion (Tang et al.),
+/// online like DTR but releasing by eviction or offloading:
+/// - Filter (Algo 2): the resident tensor with the smallest filtering
+///   heuristic, Eq. 1 `base` 1/(m·s), Eq. 2 `lru` 1/s or Eq. 3 `greedy` 1/m;
+/// - Director (Algo 3): evict_pinned (cannot be recomputed) → offload;
+///   offload_pinned → evict; otherwise Eq. 4 F = h_r / h_o with Eq. 5
+///   h_r = c_r/(m·s) and Eq. 6 h_o = c_s/(m·s): evict when F ≤ 1, offload
+///   otherwise. c_r is the recompute cost with the evicted neighbourhood
+///   (DTR's); c_s = offload + reload time with the host links at a fraction
+///   of their bandwidth (§4.1: "only 35 % of the bandwidth is used");
+/// - an offloaded tensor an op needs is recomputed when it can be and
+///   reloaded otherwise (Algo 1 lines 4-9, §5.5);
+/// - release starts early, at 3/4 of the budget (§4.3), for offloads, whose
+///   copies then overlap compute;
+/// - Prefetcher (Algo 4): in the backward pass, reload the most recently
+///   offloaded tensors while memory stays under the early-start mark, with
+///   at most `prefetch` reloads not yet read (§4.2's threshold).
+/// offload_pinned is the state of a tensor a prefetch has just brought back
+/// and no op has read since: offloading it again is the churn §4.2 warns of.
+
+#include <array>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "memplan/cost/device.hpp"
+#include "memplan/error.hpp"
+#include "memplan/planners/planner.hpp"
+#include "memplan/runtime/online.hpp"
+
+namespace memplan {
+
+/// DELTA's Filter, Director and Prefetcher.
+class delta_policy {
+ public:
+  enum class filter : std::uint8_t { base, lru, greedy };
+  static constexpr std::array<std::string_view, 3> filter_names{"base", "lru", "greedy"};
+  static constexpr bool offloads = true;
+
+  struct settings {
+    filter heuristic = filter::base;
+    double link_efficiency = 0.35;  ///< §4.1
+    double early_start = 0.75;      ///< §4.3: fraction of the budget
+    int prefetch = 4;               ///< Algo 4's n: reloads in flight at most
+  };
+
+  delta_policy(const device_spec& dev, settings s) : dev_(&dev), s_(s) {}
+
+  // Eq. 1-3: filtering heuristics (smaller is released first).
+  [[nodiscard]] static float h_base(float, float bytes, float staleness_us) noexcept {
+    return 1.0F / (bytes * staleness_us);
+  }
+  [[nodiscard]] static float h_lru(float, float, float staleness_us) noexcept { return 1.0F / staleness_us; }
+  [[nodiscard]] static float h_greedy(float, float bytes, float) noexcept { return 1.0F / bytes; }
+
+  /// Algo 2: the candidate with the minimum heuristic, or no_index.
+  [[nodiscard]] index_t filter_tensor(const runtime::online_state& s) const {
+    switch (s_.heuristic) {
+      case filter::lru: return s.best_candidate(h_lru);
+      case filter::greedy: return s.best_candidate(h_greedy);
+      case filter::base: break;
+    }
+    return s.best_candidate(h_base);
+  }
+
+  /// c_s(t): offloading and reloading `bytes` over links used at
+  /// `link_efficiency` of their bandwidth (µs).
+  [[nodiscard]] double swap_cost_us(bytes_t bytes) const {
+    const auto b = static_cast<double>(bytes);
+    return dev_->d2h.latency_us + b / (s_.link_efficiency * dev_->d2h.bandwidth_gb_s * 1e3) +
+           dev_->h2d.latency_us + b / (s_.link_efficiency * dev_->h2d.bandwidth_gb_s * 1e3);
+  }
+  /// Eq. 4: F(t) = h_r(t) / h_o(t) = c_r(t) / c_s(t) (m and s cancel).
+  [[nodiscard]] double decision_score(const runtime::online_state& s, index_t t) const {
+    return static_cast<double>(s.cost_us(t)) / swap_cost_us(s.prob().bytes[static_cast<std::size_t>(t)]);
+  }
+  /// Algo 3: evict or offload t.
+  [[nodiscard]] runtime::release_kind direct(const runtime::online_state& s, index_t t) const {
+    if (!s.recomputable(t)) return runtime::release_kind::offload;  // evict_pinned
+    if (s.in_flight(t)) return runtime::release_kind::evict;        // offload_pinned
+    return decision_score(s, t) <= 1 ? runtime::release_kind::evict : runtime::release_kind::offload;
+  }
+
+  [[nodiscard]] runtime::release choose(const runtime::online_state& s) const {
+    const index_t t = filter_tensor(s);
+    return t == no_index ? runtime::release{} : runtime::release{t, direct(s, t)};
+  }
+  /// Algo 1 lines 4-9, §5.5: recompute an offloaded tensor when it can be.
+  [[nodiscard]] runtime::fetch_kind fetch(const runtime::online_state& s, index_t t) const {
+    return s.recomputable(t) ? runtime::fetch_kind::recompute : runtime::fetch_kind::reload;
+  }
+  [[nodiscard]] double early_start() const noexcept { return s_.early_start; }
+  void on_release(const runtime::online_state&, const runtime::release& r) {
+    if (r.kind == runtime::release_kind::offload) queue_.push_back(r.tensor);
+  }
+  /// Algo 4: the next offloaded tensor to reload, or no_index.
+  [[nodiscard]] index_t prefetch(const runtime::online_state& s) {
+    if (s.prob().op_phase[static_cast<std::size_t>(s.step())] != phase::backward) return no_index;
+    std::erase_if(reloaded_, [&](index_t t) { return !s.in_flight(t); });
+    if (static_cast<int>(reloaded_.size()) >= s_.prefetch) return no_index;
+    while (!queue_.empty() && s.where(queue_.back()) != runtime::residence::offloaded) queue_.pop_back();
+    if (queue_.empty()) return no_index;
+    const index_t t = queue_.back();
+    const auto mark = static_cast<bytes_t>(s_.early_start * static_cast<double>(s.budget()));
+    if (s.used() + s.prob().bytes[static_cast<std::size_t>(t)] > mark) return no_index;
+    queue_.pop_back();
+    reloaded_.push_back(t);
+    return t;
+  }
+
+ private:
+  const device_spec* dev_;
+  settings s_;
+  std::vector<index_t> queue_;     ///< Algo 4's Q: offloaded tensors, latest last
+  std::vector<index_t> reloaded_;  ///< prefetched, not yet read
+};
+static_assert(runtime::eviction_policy<delta_policy>);
+
+struct delta_planner {
+  static constexpr std::array<std::string_view, 4> option_names{"filter", "link-efficiency", "early-start",
+                                                                "prefetch"};
+
+  /// The settings in `o` (`--filter base|lru|greedy`, `--link-efficiency`,
+  /// `--early-start`, `--prefetch`).
+  /// \throws invalid_argument naming the option and the value.
+  [[nodiscard]] static delta_policy::settings read_settings(const planner_options& o) {
+    delta_policy::settings s;
+    const std::string_view f = option_text(o, "filter", "base");
+    std::size_t i = 0;
+    while (i < delta_policy::filter_names.size() && delta_policy::filter_names[i] != f) ++i;
+    MEMPLAN_EXPECTS(i < delta_policy::filter_names.size(), invalid_argument, "option '--filter' takes base, lru or greedy, got '",
+                    f, "'");
+    s.heuristic = static_cast<delta_policy::filter>(i);
+    s.link_efficiency = option_number(o, "link-efficiency", s.link_efficiency, 1e-3, 1);
+    s.early_start = option_number(o, "early-start", s.early_start, 0, 1);
+    s.prefetch = static_cast<int>(option_number(o, "prefetch", s.prefetch, 0, 1e6));
+    return s;
+  }
+
+  plan operator()(const problem& p, const device_spec& dev, bytes_t budget, const planner_options& o) const {
+    delta_policy policy(dev, read_settings(o));
+    return runtime::run_online(p, budget, policy, "delta").result;
+  }
+};
+static_assert(planner<delta_planner>);
+
+}  // namespace memplan

@@ -1,0 +1,40 @@
+#pragma once
+/// \file
+/// `dtr`: Dynamic Tensor Rematerialization (Kirisame et al., ICLR 2021), as
+/// DELTA §2 and §4.1 describe it: online, recompute only. Whenever an
+/// allocation would exceed the budget, evict the resident tensor with the
+/// smallest h(t) = c(t) / (m(t) · s(t)) — c the recompute cost of t and its
+/// evicted neighbourhood (h_DTR^eq, equivalence classes; see
+/// runtime/online_state.hpp), m its size, s its staleness — and recompute
+/// evicted tensors, recursively, when an op reads them.
+
+#include <string>
+
+#include "memplan/planners/planner.hpp"
+#include "memplan/runtime/online.hpp"
+
+namespace memplan {
+
+/// DTR's eviction policy.
+struct dtr_policy {
+  static constexpr bool offloads = false;  ///< recompute only
+
+  /// h_DTR(t) = c(t) / (m(t) · s(t)).
+  [[nodiscard]] static float score(float cost_us, float bytes, float staleness_us) noexcept {
+    return cost_us / (bytes * staleness_us);
+  }
+  [[nodiscard]] runtime::release choose(const runtime::online_state& s) const {
+    return {s.best_candidate(score), runtime::release_kind::evict};
+  }
+};
+static_assert(runtime::eviction_policy<dtr_policy>);
+
+struct dtr_planner {
+  plan operator()(const problem& p, const device_spec&, bytes_t budget, const planner_options&) const {
+    dtr_policy policy;
+    return runtime::run_online(p, budget, policy, "dtr").result;
+  }
+};
+static_assert(planner<dtr_planner>);
+
+}  // namespace memplan

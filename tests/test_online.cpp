@@ -1,0 +1,290 @@
+// Tests of the online runtime and its policies (DTR, DELTA): heuristics and
+// the director on hand-built states, the runtime on a chain worked by hand,
+// and plans on zoo models, every one accepted by the validator.
+#include <doctest/doctest.h>
+
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "memplan/cost/devices.hpp"
+#include "memplan/model/zoo.hpp"
+#include "memplan/planners/registry.hpp"
+#include "memplan/runtime/online.hpp"
+#include "memplan/sim/simulator.hpp"
+#include "memplan/sim/validator.hpp"
+#include "sim_fixtures.hpp"
+
+namespace {
+
+using namespace memplan;
+using runtime::online_state;
+using runtime::release_kind;
+using runtime::residence;
+
+// A forward chain read by one backward op (steps in order):
+//   0 f1 100 µs: x(100 B input) -> a1(200 B)
+//   1 f2 300 µs: a1 -> a2(100 B)
+//   2 f3  50 µs: a2 -> a3(400 B)
+//   3 b   10 µs: a3, a2, a1 -> g(100 B)
+namespace fan {
+inline constexpr index_t x = 0, a1 = 1, a2 = 2, a3 = 3, g = 4;
+problem make() {
+  test::graph_maker m;
+  m.tensor("x", 100, tensor_kind::input);
+  m.tensor("a1", 200, tensor_kind::activation);
+  m.tensor("a2", 100, tensor_kind::activation);
+  m.tensor("a3", 400, tensor_kind::activation);
+  m.tensor("g", 100, tensor_kind::gradient);
+  m.op("f1", 100, {x}, {a1});
+  m.op("f2", 300, {a1}, {a2});
+  m.op("f3", 50, {a2}, {a3});
+  m.op("b", 10, {a3, a2, a1}, {g}, 0, phase::backward);
+  return m.compile();
+}
+// The state after f3, 50 µs later: now 500 µs; last access x 0, a1 400
+// (read by f2), a2 450 (read by f3), a3 450 (made by f3).
+online_state after_forward(const problem& p, bool offloads) {
+  online_state s(p, 1000, offloads);
+  s.set_step(0);
+  s.advance(100);
+  s.make_resident(a1);
+  s.set_step(1);
+  s.advance(300);
+  s.touch(a1);
+  s.make_resident(a2);
+  s.set_step(2);
+  s.advance(50);
+  s.touch(a2);
+  s.make_resident(a3);
+  s.advance(50);
+  return s;
+}
+}  // namespace fan
+
+// Links of 0.01 GB/s (10 B/µs), no latency.
+device_spec slow_link_device() {
+  device_spec d = test::byte_per_us_device();
+  d.d2h = {0.01, 0.0};
+  d.h2d = {0.01, 0.0};
+  return d;
+}
+
+void check_valid(const problem& p, const plan& pl, const device_spec& d, bytes_t budget) {
+  const validation v = validate(p, pl, d, budget);
+  CHECK_MESSAGE(v.ok, (v.errors.empty() ? std::string() : v.errors.front()));
+}
+
+TEST_CASE("online state: staleness, costs and the candidate index") {
+  const problem p = fan::make();
+  online_state s = fan::after_forward(p, false);
+  CHECK(s.now_us() == doctest::Approx(500));
+  CHECK(s.used() == 800);  // x 100 + a1 200 + a2 100 + a3 400
+  CHECK(s.staleness_us(fan::a1) == doctest::Approx(100));
+  CHECK(s.staleness_us(fan::a2) == doctest::Approx(50));
+  // DTR: x has no producer, so it is no candidate; without offloading neither.
+  CHECK(s.candidates().size() == 3);
+  CHECK_FALSE(s.candidate(fan::x));
+  CHECK(s.cost_us(fan::a1) == doctest::Approx(100));
+  CHECK(s.cost_us(fan::a3) == doctest::Approx(50));
+
+  // Evicting a2 puts it in a class of cost 300: a1 (its parent) and a3 (its
+  // child) now cost their own time plus 300.
+  s.make_evicted(fan::a2);
+  CHECK(s.used() == 700);
+  CHECK(s.where(fan::a2) == residence::evicted);
+  CHECK(s.cost_us(fan::a1) == doctest::Approx(400));
+  CHECK(s.cost_us(fan::a3) == doctest::Approx(350));
+  // a1 joins a2's class (300 + 100): a3's neighbourhood is now 50 + 400.
+  s.make_evicted(fan::a1);
+  CHECK(s.cost_us(fan::a3) == doctest::Approx(450));
+  // a2 comes back: it leaves the class (400 - 300); a3's parent is resident.
+  s.make_resident(fan::a2);
+  CHECK(s.cost_us(fan::a3) == doctest::Approx(50));
+  CHECK(s.cost_us(fan::a2) == doctest::Approx(300 + 100));  // its evicted parent a1
+
+  // Pinned tensors leave the index and come back when unpinned.
+  s.pin(fan::a3);
+  CHECK_FALSE(s.candidate(fan::a3));
+  s.unpin(fan::a3);
+  CHECK(s.candidate(fan::a3));
+}
+
+TEST_CASE("dtr: h = c / (m s) picks the cheapest, largest, stalest tensor") {
+  const problem p = fan::make();
+  const online_state s = fan::after_forward(p, false);
+  // h(a1) = 100 / (200 * 100) = 0.005, h(a2) = 300 / (100 * 50) = 0.06,
+  // h(a3) = 50 / (400 * 50) = 0.0025.
+  CHECK(dtr_policy::score(100, 200, 100) == doctest::Approx(0.005));
+  const dtr_policy policy;
+  const runtime::release r = policy.choose(s);
+  CHECK(r.tensor == fan::a3);
+  CHECK(r.kind == release_kind::evict);
+}
+
+TEST_CASE("delta: the three filters of Eq. 1-3") {
+  const problem p = fan::make();
+  const online_state s = fan::after_forward(p, true);
+  const device_spec d = slow_link_device();
+  CHECK(s.candidate(fan::x));  // offloadable
+  const auto pick = [&](delta_policy::filter f) {
+    return delta_policy(d, {.heuristic = f}).filter_tensor(s);
+  };
+  // base 1/(m s): x 1/(100*500), a1 1/(200*100), a2 1/(100*50), a3 1/(400*50):
+  // x has the smallest (2e-5).
+  CHECK(pick(delta_policy::filter::base) == fan::x);
+  // lru 1/s: x is the stalest (500 µs).
+  CHECK(pick(delta_policy::filter::lru) == fan::x);
+  // greedy 1/m: a3 is the largest (400 B).
+  CHECK(pick(delta_policy::filter::greedy) == fan::a3);
+}
+
+TEST_CASE("delta: the director (Eq. 4-6, Algo 3)") {
+  const problem p = fan::make();
+  online_state s = fan::after_forward(p, true);
+  const device_spec d = slow_link_device();
+  const delta_policy policy(d, {});
+  // c_s(m) = m / (0.35 * 10 B/µs) out + the same back.
+  CHECK(policy.swap_cost_us(400) == doctest::Approx(2 * 400 / 3.5));
+  // a3: F = 50 / 228.57 = 0.219 <= 1: evict.
+  CHECK(policy.decision_score(s, fan::a3) == doctest::Approx(50 / (2 * 400 / 3.5)));
+  CHECK(policy.direct(s, fan::a3) == release_kind::evict);
+  // a2: F = 300 / 57.14 = 5.25 > 1: offload.
+  CHECK(policy.decision_score(s, fan::a2) == doctest::Approx(300 / (2 * 100 / 3.5)));
+  CHECK(policy.direct(s, fan::a2) == release_kind::offload);
+  // x cannot be recomputed (evict_pinned): offload.
+  CHECK(policy.direct(s, fan::x) == release_kind::offload);
+  // At 100 % link efficiency a3 costs 80 µs to swap: F = 0.625, still evict;
+  // at 10 % it costs 800 µs.
+  const delta_policy fast(d, {.link_efficiency = 1.0});
+  CHECK(fast.decision_score(s, fan::a3) == doctest::Approx(50.0 / 80));
+  // A tensor a prefetch brought back and no op has read (offload_pinned): evict.
+  s.make_offloaded(fan::a2);
+  s.make_resident(fan::a2, true);
+  CHECK(s.in_flight(fan::a2));
+  CHECK(s.has_host_copy(fan::a2));
+  CHECK(policy.direct(s, fan::a2) == release_kind::evict);
+  s.touch(fan::a2);
+  CHECK(policy.direct(s, fan::a2) == release_kind::offload);
+}
+
+// The three-layer net of test_baselines.cpp: f1 x(100) -> a1(200), f2 a1 ->
+// a2(200), f3 a2 -> a3(100), b3 a3 -> g3, b2 g3,a2 -> g2, b1 g2,a1 -> g1,
+// b0 g1,x -> g0 (gradients 100 B), every op 100 µs. Baseline peak 700 B.
+problem three_layers() {
+  test::graph_maker m;
+  const index_t x = m.tensor("x", 100, tensor_kind::input);
+  const index_t a1 = m.tensor("a1", 200, tensor_kind::activation);
+  const index_t a2 = m.tensor("a2", 200, tensor_kind::activation);
+  const index_t a3 = m.tensor("a3", 100, tensor_kind::activation);
+  const index_t g3 = m.tensor("g3", 100, tensor_kind::gradient);
+  const index_t g2 = m.tensor("g2", 100, tensor_kind::gradient);
+  const index_t g1 = m.tensor("g1", 100, tensor_kind::gradient);
+  const index_t g0 = m.tensor("g0", 100, tensor_kind::gradient);
+  m.op("f1", 100, {x}, {a1});
+  m.op("f2", 100, {a1}, {a2});
+  m.op("f3", 100, {a2}, {a3});
+  m.op("b3", 100, {a3}, {g3}, 0, phase::backward);
+  m.op("b2", 100, {g3, a2}, {g2}, 0, phase::backward);
+  m.op("b1", 100, {g2, a1}, {g1}, 0, phase::backward);
+  m.op("b0", 100, {g1, x}, {g0}, 0, phase::backward);
+  return m.compile();
+}
+
+TEST_CASE("online runtime with dtr on three layers, worked by hand") {
+  const problem p = three_layers();
+  const device_spec d = test::byte_per_us_device();
+  dtr_policy policy;
+  // Budget 600: b3 needs g3 with x, a1, a2, a3 resident (700). The
+  // candidates are a1 (h = 100 / (200 * 100)) and a2 (read just now): a1
+  // goes, and b1 recomputes it (f1, 100 µs) from x.
+  const auto r = runtime::run_online(p, 600, policy, "dtr");
+  REQUIRE(r.result.feasible);
+  CHECK(r.counts.evictions == 1);
+  CHECK(r.counts.recomputations == 1);
+  CHECK(r.counts.offloads == 0);
+  CHECK(r.result.best_peak == 600);
+  const report rep = simulate(p, r.result, d, 600);
+  REQUIRE(rep.feasible);
+  CHECK(rep.time_us == doctest::Approx(800));
+  CHECK(rep.recompute_us == doctest::Approx(100));
+  CHECK(rep.peak_bytes == 600);
+  check_valid(p, r.result, d, 600);
+
+  // Budget 400: f2 needs x (no producer: never evicted), a1 (its input,
+  // pinned) and a2: 500 > 400 with nothing to release. Infeasible, reported
+  // with the op, not thrown.
+  dtr_policy again;
+  const auto tight = runtime::run_online(p, 400, again, "dtr");
+  CHECK_FALSE(tight.result.feasible);
+  CHECK_MESSAGE(tight.result.reason.find("op 'f2'") != std::string::npos, tight.result.reason);
+}
+
+TEST_CASE("online runtime: recursive rematerialisation of an evicted chain") {
+  const problem p = three_layers();
+  const device_spec d = test::byte_per_us_device();
+  online_state probe(p, 500, false);
+  dtr_policy policy;
+  // Budget 500: b3 needs 700 - 200; a1 and later a2 are evicted ... whatever
+  // the choices, every plan must be valid and the recomputations show in time.
+  const auto r = runtime::run_online(p, 500, policy, "dtr");
+  REQUIRE(r.result.feasible);
+  const report rep = simulate(p, r.result, d, 500);
+  REQUIRE(rep.feasible);
+  CHECK(rep.peak_bytes <= 500);
+  CHECK(rep.time_us == doctest::Approx(700 + 100.0 * r.counts.recomputations));
+  check_valid(p, r.result, d, 500);
+}
+
+TEST_CASE("delta on three layers: offloads what cannot be recomputed, early start, validator") {
+  const problem p = three_layers();
+  const device_spec d = test::byte_per_us_device();
+  for (const bytes_t budget : {bytes_t{700}, bytes_t{600}, bytes_t{500}}) {
+    for (const char* f : {"base", "lru", "greedy"}) {
+      planner_options o;
+      o.extra["filter"] = f;
+      const plan pl = find_planner("delta").run(p, d, budget, o);
+      INFO("budget ", budget, " filter ", std::string(f));
+      REQUIRE(pl.feasible);
+      const report rep = simulate(p, pl, d, budget);
+      REQUIRE(rep.feasible);
+      CHECK(rep.peak_bytes <= budget);
+      check_valid(p, pl, d, budget);
+    }
+  }
+}
+
+TEST_CASE("delta options are checked") {
+  const problem p = three_layers();
+  const device_spec d = test::byte_per_us_device();
+  planner_options o;
+  o.extra["filter"] = "fifo";
+  CHECK_THROWS_WITH_AS(find_planner("delta").run(p, d, 600, o),
+                       "option '--filter' takes base, lru or greedy, got 'fifo'", invalid_argument);
+  o.extra["filter"] = "lru";
+  o.extra["link-efficiency"] = "2";
+  CHECK_THROWS_AS(find_planner("delta").run(p, d, 600, o), invalid_argument);
+}
+
+TEST_CASE("dtr and delta on zoo models: valid plans under tight budgets") {
+  const device_spec d = find_device("titan-rtx");
+  for (const char* name : {"resnet50", "vgg16", "transformer"}) {
+    model::options mo;
+    mo.batch = 8;
+    const problem p = compile(model::build(name, mo, d));
+    for (const double ratio : {0.5, 0.8}) {
+      const auto budget = static_cast<bytes_t>(ratio * static_cast<double>(p.baseline_peak()));
+      for (const char* planner : {"dtr", "delta"}) {
+        INFO(std::string(name), " ", std::string(planner), " at ", ratio);
+        const plan pl = find_planner(planner).run(p, d, budget, planner_options{});
+        const report rep = simulate(p, pl, d, budget);
+        CHECK_MESSAGE(rep.feasible == pl.feasible, rep.failure);
+        if (!pl.feasible) continue;
+        CHECK(rep.peak_bytes <= budget);
+        if (std::string_view(name) != "transformer") check_valid(p, pl, d, budget);  // quadratic: small ones
+      }
+    }
+  }
+}
+
+}  // namespace
