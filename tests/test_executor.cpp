@@ -8,10 +8,12 @@
 #include <atomic>
 #include <cstddef>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "executor_checks.hpp"
 #include "executor_workload.hpp"
 #include "memplan/cost/devices.hpp"
 #include "memplan/host/device.hpp"
@@ -34,70 +36,24 @@ auto loader(const test::float_workload& w) {
   };
 }
 
-/// Per action: how many of the tensors its op read or wrote differ from the
-/// reference (each slot written by one action only, read after the run).
-struct integrity {
-  std::vector<int> mismatches;
-  std::atomic<int> calls{0};
-  explicit integrity(std::size_t actions) : mismatches(actions, 0) {}
-  [[nodiscard]] int total() const {
-    int sum = 0;
-    for (const int m : mismatches) sum += m;
-    return sum;
+/// The host backend of the shared integrity check (executor_checks.hpp).
+struct host_backend {
+  using device = host::device;
+  static std::unique_ptr<device> make(bytes_t arena, bytes_t pinned) {
+    return std::make_unique<device>(host::device_options{.arena_bytes = arena, .pinned_bytes = pinned, .before_copy = {}});
   }
+  static auto op(const test::float_workload& w, test::integrity& check) {
+    return [&w, &check](const op_call& call, host::stream_view) { check.check(w, call); };
+  }
+  static auto load(const test::float_workload& w) { return loader(w); }
 };
 
-auto checked_op(const test::float_workload& w, integrity& check) {
-  return [&w, &check](const op_call& call, host::stream_view) {
-    int bad = 0;
-    const auto ins = w.p.inputs(call.step);
-    for (std::size_t i = 0; i < ins.size(); ++i) bad += test::matches(w, ins[i], call.inputs[i]) ? 0 : 1;
-    test::run_float_op(w, call);
-    const auto outs = w.p.outputs(call.step);
-    for (std::size_t i = 0; i < outs.size(); ++i) {
-      if (call.outputs[i] != nullptr) bad += test::matches(w, outs[i], call.outputs[i]) ? 0 : 1;
-    }
-    check.mismatches[static_cast<std::size_t>(call.action)] = bad;
-    ++check.calls;
-  };
-}
-
-index_t count(const plan& pl, action_kind k) {
-  index_t n = 0;
-  for (const action& a : pl.actions) n += a.kind == k ? 1 : 0;
-  return n;
-}
-
-/// Runs `pl` on a host device whose arena is exactly the budget; checks the
-/// numbers and the memory. Returns the run's figures.
 runtime::run_stats run_checked(const test::float_workload& w, const plan& pl, bytes_t budget) {
-  runtime::run_stats stats;
-  {
-    // The pinned pool's size comes from the plan.
-    const bytes_t pinned = runtime::layout_of(w.p, pl).pinned_peak;
-    host::device sized({.arena_bytes = budget, .pinned_bytes = pinned, .before_copy = {}});
-    executor<host::device> ex(sized, w.p, pl);
-    integrity check(pl.actions.size());
-    stats = ex.run(checked_op(w, check), loader(w));
-    CHECK(check.total() == 0);
-    CHECK(check.calls.load() == count(pl, action_kind::compute) + count(pl, action_kind::recompute));
-    CHECK(stats.ops_run == check.calls.load());
-    // The new parameters are kept after the run: read them back.
-    for (const index_t t : w.updated) {
-      std::vector<float> out(w.values[static_cast<std::size_t>(t)].size());
-      ex.read(t, std::as_writable_bytes(std::span(out)));
-      CHECK(test::matches(w, t, out.data()));
-    }
-    CHECK(stats.peak_bytes <= budget);
-    CHECK(stats.arena_peak_bytes <= budget);
-    CHECK(sized.arena().peak() <= budget);
-    CHECK(stats.pinned_peak_bytes <= pinned);
-    ex.release();
-    CHECK(sized.arena().in_use() == 0);
-    CHECK(sized.pinned().in_use() == 0);
-  }
-  return stats;
+  host_backend backend;
+  return test::run_checked(backend, w, pl, budget);
 }
+
+auto checked_op(const test::float_workload& w, test::integrity& check) { return host_backend::op(w, check); }
 
 }  // namespace
 
@@ -167,38 +123,8 @@ TEST_CASE("executor on a hand plan: swap and recompute give the reference number
 }
 
 TEST_CASE("executor: every registered planner, several budgets, chain and residual: bit-identical, within budget") {
-  const device_spec dev = find_device("titan-rtx");
-  index_t swaps = 0, recomputes = 0, frees = 0, runs = 0;
-  for (const bool residual : {false, true}) {
-    const auto w = test::make_float_workload(residual ? 4 : 6, residual);
-    const bytes_t peak = w.p.baseline_peak();
-    for (const auto& entry : planners()) {
-      int feasible = 0;
-      for (const double fraction : {1.0, 0.8, 0.65, 0.5}) {
-        const auto budget = static_cast<bytes_t>(static_cast<double>(peak) * fraction) / 256 * 256;
-        CAPTURE(entry.name);
-        CAPTURE(residual);
-        CAPTURE(budget);
-        const plan pl = entry.run(w.p, dev, budget, planner_options{});
-        if (!pl.feasible) continue;
-        const validation v = validate(w.p, pl, dev, budget);
-        CHECK_MESSAGE(v.ok, entry.name, "'s plan is invalid: ", (v.errors.empty() ? std::string() : v.errors.front()));
-        if (!v.ok) continue;  // not the executor's to run
-        ++feasible;
-        ++runs;
-        run_checked(w, pl, budget);
-        swaps += count(pl, action_kind::swap_in);
-        recomputes += count(pl, action_kind::recompute);
-        frees += count(pl, action_kind::free);
-      }
-      if (feasible == 0) MESSAGE(entry.name, " made no valid feasible plan for this workload");
-    }
-  }
-  // The plans exercised every kind of action.
-  CHECK(runs >= 10);  // at least the none planner at 100% and the baselines
-  CHECK(swaps > 0);
-  CHECK(recomputes > 0);
-  CHECK(frees > 0);
+  host_backend backend;
+  test::check_every_planner(backend);
 }
 
 TEST_CASE("executor: holes that only moving blocks can close are compacted, and the numbers survive") {
@@ -261,7 +187,7 @@ TEST_CASE("executor faults: a throwing op or copy names the action, and every by
     pl = std::move(attempt);
   }
   REQUIRE(budget > 0);
-  REQUIRE(count(pl, action_kind::swap_out) >= 2);
+  REQUIRE(test::count(pl, action_kind::swap_out) >= 2);
   const bytes_t pinned = runtime::layout_of(w.p, pl).pinned_peak;
 
   SUBCASE("an op throws") {
@@ -288,7 +214,7 @@ TEST_CASE("executor faults: a throwing op or copy names the action, and every by
     CHECK(dev.arena().in_use() == 0);
     CHECK(dev.pinned().in_use() == 0);
     // The executor is reusable: a clean run afterwards is right.
-    integrity check(pl.actions.size());
+    test::integrity check(pl.actions.size());
     (void)ex.run(checked_op(w, check), loader(w));
     CHECK(check.total() == 0);
   }
@@ -304,7 +230,7 @@ TEST_CASE("executor faults: a throwing op or copy names the action, and every by
     for (std::size_t a = 0, seen = 0; a < pl.actions.size(); ++a) {
       if (pl.actions[a].kind == action_kind::swap_out && ++seen == 2) second = static_cast<index_t>(a);
     }
-    integrity check(pl.actions.size());
+    test::integrity check(pl.actions.size());
     try {
       (void)ex.run(checked_op(w, check), loader(w));
       FAIL("run did not throw");

@@ -40,11 +40,11 @@ struct event_state {
   std::uint64_t recorded = 0;   ///< generation of the latest record (issue thread)
   std::uint64_t completed = 0;  ///< highest generation whose stream point has passed
 
+  /// Notifies under the lock: a waiter that sees the flag may destroy the
+  /// event at once, so nothing may touch it after the unlock.
   void complete(std::uint64_t generation) {
-    {
-      const std::lock_guard lock(mutex);
-      if (generation > completed) completed = generation;
-    }
+    const std::lock_guard lock(mutex);
+    if (generation > completed) completed = generation;
     done.notify_all();
   }
   void wait_for(std::uint64_t generation) {

@@ -1,0 +1,129 @@
+#pragma once
+// The executor's data-integrity check, shared by every backend's tests
+// (tests/test_executor.cpp on host::device, tests/cuda/ on cuda::device):
+// each registered planner's plans, at several budgets, on the float chain
+// and residual network, must read and write exactly the reference values,
+// in an arena of exactly the budget, and give every byte back.
+//
+// A Backend provides: `device`, `make(arena_bytes, pinned_bytes)` ->
+// std::unique_ptr<device>, `op(workload, integrity&)` -> the run_op
+// callback (it must call `integrity::check`), `load(workload)` -> the load
+// callback.
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "executor_workload.hpp"
+#include "memplan/cost/devices.hpp"
+#include "memplan/planners/registry.hpp"
+#include "memplan/runtime/executor.hpp"
+#include "memplan/sim/validator.hpp"
+
+namespace memplan::test {
+
+/// Per action: how many of the tensors its op read or wrote differ from the
+/// reference (each slot written by one action only, read after the run).
+struct integrity {
+  std::vector<int> mismatches;
+  std::atomic<int> calls{0};
+  explicit integrity(std::size_t actions) : mismatches(actions, 0) {}
+
+  /// Runs `call` on host-addressable copies and records the mismatches.
+  void check(const float_workload& w, const runtime::op_call& call) {
+    int bad = 0;
+    const auto ins = w.p.inputs(call.step);
+    for (std::size_t i = 0; i < ins.size(); ++i) bad += matches(w, ins[i], call.inputs[i]) ? 0 : 1;
+    run_float_op(w, call);
+    const auto outs = w.p.outputs(call.step);
+    for (std::size_t i = 0; i < outs.size(); ++i) {
+      if (call.outputs[i] != nullptr) bad += matches(w, outs[i], call.outputs[i]) ? 0 : 1;
+    }
+    mismatches[static_cast<std::size_t>(call.action)] = bad;
+    ++calls;
+  }
+  [[nodiscard]] int total() const {
+    int sum = 0;
+    for (const int m : mismatches) sum += m;
+    return sum;
+  }
+};
+
+inline index_t count(const plan& pl, action_kind k) {
+  index_t n = 0;
+  for (const action& a : pl.actions) n += a.kind == k ? 1 : 0;
+  return n;
+}
+
+/// Runs `pl` on a backend device whose arena is exactly `budget`; checks
+/// every value, the kept parameters, the memory, and that every byte comes
+/// back. Returns the run's figures.
+template <class Backend>
+runtime::run_stats run_checked(Backend& backend, const float_workload& w, const plan& pl, bytes_t budget) {
+  const bytes_t pinned = runtime::layout_of(w.p, pl).pinned_peak;
+  const auto dev = backend.make(budget, pinned);
+  runtime::executor<typename Backend::device> ex(*dev, w.p, pl);
+  integrity check(pl.actions.size());
+  const runtime::run_stats stats = ex.run(backend.op(w, check), backend.load(w));
+  CHECK(check.total() == 0);
+  CHECK(check.calls.load() == count(pl, action_kind::compute) + count(pl, action_kind::recompute));
+  CHECK(stats.ops_run == check.calls.load());
+  for (const index_t t : w.updated) {  // the new parameters are kept after the run
+    std::vector<float> out(w.values[static_cast<std::size_t>(t)].size());
+    ex.read(t, std::as_writable_bytes(std::span(out)));
+    CHECK(matches(w, t, out.data()));
+  }
+  CHECK(stats.peak_bytes <= budget);
+  CHECK(stats.arena_peak_bytes <= budget);
+  CHECK(dev->arena().peak() <= budget);
+  CHECK(stats.pinned_peak_bytes <= pinned);
+  ex.release();
+  CHECK(dev->arena().in_use() == 0);
+  CHECK(dev->pinned().in_use() == 0);
+  return stats;
+}
+
+/// Every registered planner, budgets 100/80/65/50 % of the baseline peak,
+/// the chain (6 layers) and the residual network (4 blocks).
+template <class Backend>
+void check_every_planner(Backend& backend) {
+  const device_spec dev = find_device("titan-rtx");
+  index_t swaps = 0, recomputes = 0, frees = 0, runs = 0;
+  for (const bool residual : {false, true}) {
+    const auto w = make_float_workload(residual ? 4 : 6, residual);
+    const bytes_t peak = w.p.baseline_peak();
+    for (const auto& entry : planners()) {
+      int feasible = 0;
+      for (const double fraction : {1.0, 0.8, 0.65, 0.5}) {
+        const auto budget = static_cast<bytes_t>(static_cast<double>(peak) * fraction) / 256 * 256;
+        CAPTURE(entry.name);
+        CAPTURE(residual);
+        CAPTURE(budget);
+        const plan pl = entry.run(w.p, dev, budget, planner_options{});
+        if (!pl.feasible) continue;
+        const validation v = validate(w.p, pl, dev, budget);
+        CHECK_MESSAGE(v.ok, entry.name, "'s plan is invalid: ", (v.errors.empty() ? std::string() : v.errors.front()));
+        if (!v.ok) continue;  // not the executor's to run
+        ++feasible;
+        ++runs;
+        run_checked(backend, w, pl, budget);
+        swaps += count(pl, action_kind::swap_in);
+        recomputes += count(pl, action_kind::recompute);
+        frees += count(pl, action_kind::free);
+      }
+      if (feasible == 0) MESSAGE(entry.name, " made no valid feasible plan for this workload");
+    }
+  }
+  // The plans exercised every kind of action.
+  CHECK(runs >= 10);  // at least the none planner at 100 % and the baselines
+  CHECK(swaps > 0);
+  CHECK(recomputes > 0);
+  CHECK(frees > 0);
+}
+
+}  // namespace memplan::test
