@@ -1,0 +1,149 @@
+// The executor on cuda::device (label `gpu`): the same data-integrity check
+// as on host::device — every registered planner, several budgets, bit for
+// bit — plus a fault and the profiler. Ops run as a framework without
+// kernels would: inputs copied to pinned staging on the op's stream, the
+// reference op as a host function on that stream (cudaLaunchHostFunc),
+// outputs copied back; so every value crosses the device arena and the
+// executor's streams, events and swaps. Without a GPU each case says so and
+// passes.
+#include <doctest/doctest.h>
+
+#include <cstddef>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <stdexcept>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include "executor_checks.hpp"
+#include "executor_workload.hpp"
+#include "memplan/cost/devices.hpp"
+#include "memplan/cost/profile.hpp"
+#include "memplan/cuda/device.hpp"
+#include "memplan/cuda/profiler.hpp"
+#include "memplan/runtime/executor.hpp"
+
+namespace {
+
+using namespace memplan;
+
+bool have_gpu() {
+  if (cuda::device_count() > 0) return true;
+  MESSAGE("skipped: cudaGetDeviceCount found no CUDA device");
+  return false;
+}
+
+struct pinned_free {
+  void operator()(std::byte* p) const noexcept { MEMPLAN_CUDA_ASSERT_OK(cudaFreeHost(p)); }
+};
+
+/// One op call staged through pinned host memory.
+struct staged {
+  const test::float_workload* w = nullptr;
+  test::integrity* check = nullptr;
+  runtime::op_call call;
+  std::vector<void*> in, out;
+  std::unique_ptr<std::byte, pinned_free> memory;
+
+  static void CUDART_CB run(void* self) {
+    auto* s = static_cast<staged*>(self);
+    s->check->check(*s->w, s->call);
+  }
+};
+
+struct cuda_backend {
+  using device = cuda::device;
+  std::vector<std::unique_ptr<staged>> calls;  // alive until the next device is made (runs are synchronized)
+
+  std::unique_ptr<device> make(bytes_t arena, bytes_t pinned) {
+    calls.clear();
+    return std::make_unique<device>(cuda::device_options{.ordinal = 0, .arena_bytes = arena, .pinned_bytes = pinned});
+  }
+  auto op(const test::float_workload& w, test::integrity& check) {
+    return [this, &w, &check](const runtime::op_call& call, cuda::stream_view v) {
+      auto s = std::make_unique<staged>();
+      s->w = &w;
+      s->check = &check;
+      s->call = call;
+      const auto ins = w.p.inputs(call.step);
+      const auto outs = w.p.outputs(call.step);
+      bytes_t total = call.workspace_bytes;
+      for (const index_t t : ins) total += w.p.bytes[static_cast<std::size_t>(t)];
+      for (const index_t t : outs) total += w.p.bytes[static_cast<std::size_t>(t)];
+      std::byte* base = nullptr;
+      MEMPLAN_CUDA_TRY(cudaHostAlloc(reinterpret_cast<void**>(&base), static_cast<std::size_t>(total) + 1, 0));
+      s->memory.reset(base);
+      for (std::size_t i = 0; i < ins.size(); ++i) {
+        const auto n = static_cast<std::size_t>(w.p.bytes[static_cast<std::size_t>(ins[i])]);
+        s->in.push_back(base);
+        MEMPLAN_CUDA_TRY(cudaMemcpyAsync(base, call.inputs[i], n, cudaMemcpyDeviceToHost, v));
+        base += n;
+      }
+      for (std::size_t i = 0; i < outs.size(); ++i) {
+        s->out.push_back(call.outputs[i] == nullptr ? nullptr : base);
+        base += w.p.bytes[static_cast<std::size_t>(outs[i])];
+      }
+      s->call.inputs = s->in;
+      s->call.outputs = s->out;
+      s->call.workspace = call.workspace == nullptr ? nullptr : base;
+      MEMPLAN_CUDA_TRY(cudaLaunchHostFunc(v, &staged::run, s.get()));
+      for (std::size_t i = 0; i < outs.size(); ++i) {
+        if (call.outputs[i] == nullptr) continue;
+        MEMPLAN_CUDA_TRY(cudaMemcpyAsync(call.outputs[i], s->out[i],
+                                         static_cast<std::size_t>(w.p.bytes[static_cast<std::size_t>(outs[i])]),
+                                         cudaMemcpyHostToDevice, v));
+      }
+      calls.push_back(std::move(s));
+    };
+  }
+  static auto load(const test::float_workload& w) {
+    return [&w](index_t t, void* address, cuda::stream_view v) {
+      const auto& values = w.values[static_cast<std::size_t>(t)];
+      MEMPLAN_CUDA_TRY(cudaMemcpyAsync(address, values.data(), values.size() * sizeof(float), cudaMemcpyHostToDevice, v));
+    };
+  }
+};
+
+}  // namespace
+
+TEST_CASE("cuda executor: every registered planner, several budgets: bit-identical, within budget") {
+  if (!have_gpu()) return;
+  cuda_backend backend;
+  test::check_every_planner(backend);
+}
+
+TEST_CASE("cuda executor: a throwing op names the action; arena and pinned pool get every byte back") {
+  if (!have_gpu()) return;
+  const auto w = test::make_float_workload(4, true);
+  const plan pl = find_planner("vdnn-all").run(w.p, find_device("titan-rtx"), w.p.baseline_peak(), planner_options{});
+  REQUIRE(pl.feasible);
+  cuda::device dev({.ordinal = 0, .arena_bytes = w.p.baseline_peak(), .pinned_bytes = runtime::layout_of(w.p, pl).pinned_peak});
+  runtime::executor<cuda::device> ex(dev, w.p, pl);
+  cuda_backend backend;
+  test::integrity check(pl.actions.size());
+  auto good = backend.op(w, check);
+  const auto bad = [&](const runtime::op_call& call, cuda::stream_view v) {
+    if (call.step == 3) throw std::runtime_error("launch failed");
+    good(call, v);
+  };
+  CHECK_THROWS_WITH_AS((void)ex.run(bad, cuda_backend::load(w)), doctest::Contains("failed: launch failed"),
+                       runtime::action_failed);
+  CHECK(dev.arena().in_use() == 0);
+  CHECK(dev.pinned().in_use() == 0);
+}
+
+TEST_CASE("cuda profiler: host link each way and device copy bandwidth, as a device profile") {
+  if (!have_gpu()) return;
+  const nlohmann::json j = cuda::device_profile(0, {.small_bytes = 4 << 10, .large_bytes = 64 << 20, .repeats = 10});
+  MESSAGE("device profile: ", j.dump());
+  const device_spec d = read_device_profile(j, find_device("h100"));
+  // PCIe 3 x16 moves about 12 GB/s, PCIe 5 x16 about 55; NVLink-C2C more.
+  CHECK(d.h2d.bandwidth_gb_s > 1.0);
+  CHECK(d.d2h.bandwidth_gb_s > 1.0);
+  CHECK(d.h2d.bandwidth_gb_s < 1000.0);
+  CHECK(d.memory_bandwidth_gb_s > d.h2d.bandwidth_gb_s);
+  CHECK(d.memory_bytes > 0);
+  if (const char* out = std::getenv("MEMPLAN_PROFILE_OUT")) std::ofstream(out) << j.dump(2) << '\n';
+}
