@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "memplan/error.hpp"
+#include "memplan/planners/capuchin.hpp"
 #include "memplan/planners/checkpoint.hpp"
 #include "memplan/planners/delta.hpp"
 #include "memplan/planners/dtr.hpp"
@@ -51,6 +52,8 @@ inline constexpr std::array planner_entries{
     entry<vdnn_all_planner>("vdnn-all", "vDNN: offload every layer's inputs, layer-synchronous (Rhu et al. 2016)"),
     entry<checkpoint_planner>("checkpoint", "sqrt(n) gradient checkpointing (Chen et al. 2016)"),
     entry<superneurons_planner>("superneurons", "swap conv outputs, recompute cheap layers (Wang et al. 2018)"),
+    entry<capuchin_planner>("capuchin",
+                            "measured execution, FT-ranked swaps and MSPS recomputation, feedback (Peng et al. 2020)"),
     entry<dtr_planner>("dtr", "DTR: online eviction by h = c / (m s), recompute only (Kirisame et al. 2021)"),
     entry<delta_planner>("delta", "DELTA: online filter + evict/offload director + prefetcher (Tang et al.)"),
     entry<tsplit_nosplit_planner>("tsplit-nosplit", "TSPLIT w/o split: Algo 2 over swap (Eq. 3, PCIe occupancy) and recompute (Eq. 4)"),

@@ -80,6 +80,21 @@ inline void add_waits(plan& pl, std::span<const std::pair<index_t, index_t>> ext
   pl.waits = std::move(waits);
 }
 
+/// Records the simulator's verdict `r` on `pl` under its budget: the peak
+/// reached, or, when it does not fit, infeasible with the peak it needs.
+inline void record_verdict(const problem& p, plan& pl, const report& r, const device_spec& dev, simulator& sim) {
+  if (r.feasible) {
+    pl.best_peak = r.peak_bytes;
+    return;
+  }
+  const report unlimited = sim.run(p, pl, dev, std::numeric_limits<bytes_t>::max() / 2);
+  pl.feasible = false;
+  pl.best_peak = unlimited.peak_bytes;
+  pl.reason = concat(pl.planner, ": the plan needs ", unlimited.peak_bytes, " bytes (",
+                     format_bytes(unlimited.peak_bytes), ") at its peak; the budget is ", pl.budget, " bytes (",
+                     format_bytes(pl.budget), "): ", r.failure);
+}
+
 /// Emits a baseline's actions in issue order over a plan_builder and keeps
 /// track of where each tensor is, so that an op's inputs can be brought back
 /// on demand: a swapped tensor by a swap-in, a freed one by recomputing its
@@ -98,8 +113,11 @@ class emitter {
   /// Brings every input of step s onto the device.
   void bring_inputs(index_t s) {
     step_ = s;
+    recomputed_.clear();
     for (const index_t t : p_->inputs(s)) bring(t);
   }
+  /// The freed tensors that the last `bring_inputs` recomputed, in order.
+  [[nodiscard]] const std::vector<index_t>& recomputed() const noexcept { return recomputed_; }
   /// Brings t onto the device: swap-in or recompute.
   void bring(index_t t) {
     const auto ti = static_cast<std::size_t>(t);
@@ -114,21 +132,23 @@ class emitter {
         for (const index_t in : p_->inputs(made)) bring(in);
         last_compute_ = b_.recompute(made);
         // recompute makes every output that is not on the device.
-        for (const index_t out : p_->outputs(made)) where_[static_cast<std::size_t>(out)] = residence::device;
+        for (const index_t out : p_->outputs(made)) {
+          auto& w = where_[static_cast<std::size_t>(out)];
+          if (w == residence::freed) recomputed_.push_back(out);
+          w = residence::device;
+        }
         return;
       }
     }
   }
   /// Swaps t in if it is on the host, started by the end of the latest
-  /// compute-stream action (the in-trigger).
-  void prefetch(index_t t) {
-    if (where_[static_cast<std::size_t>(t)] != residence::host) return;
-    if (last_compute_ != no_index) {
-      b_.swap_in(t, std::span(&last_compute_, 1));
-    } else {
-      b_.swap_in(t);
-    }
+  /// compute-stream action (the in-trigger). Returns the swap-in, or
+  /// no_index when t is not on the host.
+  index_t prefetch(index_t t) {
+    if (where_[static_cast<std::size_t>(t)] != residence::host) return no_index;
     where_[static_cast<std::size_t>(t)] = residence::device;
+    if (last_compute_ != no_index) return b_.swap_in(t, std::span(&last_compute_, 1));
+    return b_.swap_in(t);
   }
   /// Runs step s (its inputs must be on the device), after `also_after`.
   index_t compute(index_t s, std::span<const index_t> also_after = {}) {
@@ -147,23 +167,27 @@ class emitter {
     b_.free(t);
   }
 
+  /// Releases t, which the schedule no longer reads, so that a later need
+  /// recomputes it rather than keeping this copy alive until then.
+  void release_dead(index_t t) {
+    where_[static_cast<std::size_t>(t)] = residence::freed;
+    b_.free(t);
+  }
+
+  /// The plan as emitted, not yet judged (search planners judge it themselves).
+  [[nodiscard]] plan take() && {
+    plan result = std::move(b_).finish();
+    add_waits(result, extra_);
+    return result;
+  }
+
   /// The plan, judged by the simulator under `budget`: a fixed strategy
   /// that does not fit is marked infeasible with the peak it needs.
   [[nodiscard]] plan finish(const device_spec& dev) && {
-    plan result = std::move(b_).finish();
-    add_waits(result, extra_);
+    plan result = std::move(*this).take();
     simulator sim;
     const report r = sim.run(*p_, result, dev, result.budget);
-    if (r.feasible) {
-      result.best_peak = r.peak_bytes;
-      return result;
-    }
-    const report unlimited = sim.run(*p_, result, dev, std::numeric_limits<bytes_t>::max() / 2);
-    result.feasible = false;
-    result.best_peak = unlimited.peak_bytes;
-    result.reason = concat(result.planner, ": the plan needs ", unlimited.peak_bytes, " bytes (",
-                           format_bytes(unlimited.peak_bytes), ") at its peak; the budget is ", result.budget,
-                           " bytes (", format_bytes(result.budget), "): ", r.failure);
+    record_verdict(*p_, result, r, dev, sim);
     return result;
   }
 
@@ -172,6 +196,7 @@ class emitter {
   plan_builder b_;
   std::vector<residence> where_;
   std::vector<index_t> needed_at_;
+  std::vector<index_t> recomputed_;
   std::vector<std::pair<index_t, index_t>> extra_;  ///< (compute action, swap-out it waits for)
   index_t last_compute_ = no_index;
   index_t step_ = no_index;

@@ -1,0 +1,101 @@
+#pragma once
+/// \file
+/// `capuchin`: Capuchin (Peng et al., "Capuchin: Tensor-based GPU Memory
+/// Management for Deep Learning", ASPLOS 2020), a planner that learns from
+/// observed tensor accesses:
+/// 1. measured execution (capuchin/measured.hpp): the first iteration in
+///    passive mode records the tensor access list;
+/// 2. the policy maker (capuchin/policy.hpp): candidates, swaps ranked by
+///    FT (Eq. 1) with in-triggers, MSPS recomputation (Eq. 2, Algo 2) and
+///    the hybrid choice (Algo 1);
+/// 3. guided execution (capuchin/guided.hpp): decoupled swap-out,
+///    collective recomputation, and feedback-driven in-trigger adjustment
+///    over simulated iterations until the plan is stable.
+/// The schedule is the order the ops ran in (a recorded order from a
+/// `memplan-graph` file, or the zoo's).
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+#include <string>
+#include <utility>
+
+#include "memplan/planners/capuchin/guided.hpp"
+#include "memplan/planners/capuchin/measured.hpp"
+#include "memplan/planners/capuchin/policy.hpp"
+#include "memplan/planners/detail/baseline.hpp"
+#include "memplan/planners/planner.hpp"
+#include "memplan/sim/simulator.hpp"
+
+namespace memplan {
+
+namespace capuchin {
+
+/// At most this many guided iterations (Capuchin §6.3.2: the policy is
+/// "usually" stable "within 50 iterations").
+inline constexpr index_t max_guided_iterations = 100;
+/// At most this many times the policy is remade for a budget lower by
+/// 1 / `replan_step` of the real one each time.
+inline constexpr index_t max_replans = 8;
+inline constexpr bytes_t replan_step = 32;
+
+/// Everything Capuchin learned on the way to its plan.
+struct outcome {
+  plan result;
+  report sim;                   ///< the simulator's verdict on the last guided iteration
+  measured_execution measured;  ///< the first iteration, in passive mode
+  index_t swaps = 0;            ///< tensors in the eviction set, by how they come back
+  index_t recomputations = 0;
+  index_t guided_iterations = 0;  ///< of the returned plan, until its in-triggers were stable
+  index_t trigger_moves = 0;
+  index_t replans = 0;            ///< policies remade for a lower budget (see `plan_capuchin`)
+};
+
+/// Plans `p` for `budget` as Capuchin does. Where a guided iteration still
+/// runs out of memory — where Capuchin falls back on passive mode at run
+/// time — the policy is remade for a lower budget; where a recomputation
+/// had to bring a swapped source back on demand, it is remade without that
+/// swap; at most `max_replans` times.
+[[nodiscard]] inline outcome plan_capuchin(const problem& p, const device_spec& dev, bytes_t budget) {
+  MEMPLAN_EXPECTS(budget >= 0, invalid_argument, "capuchin: the budget must be non-negative, got ", budget);
+  outcome out;
+  out.measured = measure(p, dev, budget);
+  if (!out.measured.failure.empty()) {
+    plan_builder b(p, "capuchin", budget);
+    b.infeasible("capuchin: measured execution cannot run: " + out.measured.failure, p.baseline_peak());
+    out.result = std::move(b).finish();
+    return out;
+  }
+  simulator sim;
+  bytes_t target = budget;
+  std::vector<std::uint8_t> no_swap(p.num_tensors(), 0);
+  for (;; ++out.replans) {
+    const policy pol = choose_policy(p, out.measured, dev, target, no_swap);
+    guided_execution g = guide(p, out.measured, dev, budget, pol, max_guided_iterations, sim);
+    if ((g.sim.feasible && g.on_demand.empty()) || out.replans == max_replans) {
+      out.result = std::move(g.result);
+      out.sim = std::move(g.sim);
+      out.guided_iterations = g.iterations;
+      out.trigger_moves = g.trigger_moves;
+      for (const eviction& ev : pol.evictions) (ev.how == regeneration::swap ? out.swaps : out.recomputations) += 1;
+      detail::baseline::record_verdict(p, out.result, out.sim, dev, sim);
+      return out;
+    }
+    // A swapped tensor that came back on demand for a recomputation stays
+    // on the device next time; a plan that ran out of memory is remade for
+    // a lower budget.
+    for (const index_t t : g.on_demand) no_swap[static_cast<std::size_t>(t)] = 1;
+    if (!g.sim.feasible) target -= budget / replan_step;
+  }
+}
+
+}  // namespace capuchin
+
+struct capuchin_planner {
+  plan operator()(const problem& p, const device_spec& dev, bytes_t budget, const planner_options&) const {
+    return capuchin::plan_capuchin(p, dev, budget).result;
+  }
+};
+static_assert(planner<capuchin_planner>);
+
+}  // namespace memplan

@@ -1,0 +1,314 @@
+// Tests of the Capuchin planner (planners/capuchin.hpp): passive-mode
+// measured execution, the Fig. 4 swap estimate (FT, Eq. 1, and the
+// in-trigger), the T1..T4 MSPS update of §4.5 (Algo 2), feedback-driven
+// in-trigger adjustment, and plans on zoo models and a recorded PyTorch
+// graph that the validator accepts, with the §6.3.2 property. Small graphs
+// use sim_fixtures.hpp's device: both links 1 B/µs, no latency.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "memplan/cost/devices.hpp"
+#include "memplan/io/graph_json.hpp"
+#include "memplan/model/zoo.hpp"
+#include "memplan/planners/capuchin.hpp"
+#include "memplan/planners/registry.hpp"
+#include "memplan/sim/simulator.hpp"
+#include "memplan/sim/validator.hpp"
+#include "sim_fixtures.hpp"
+
+namespace {
+
+using namespace memplan;
+const device_spec dev = memplan::test::byte_per_us_device();
+constexpr bytes_t unlimited = std::numeric_limits<bytes_t>::max() / 2;
+
+index_t tensor_named(const problem& p, std::string_view name) {
+  const auto it = std::ranges::find(p.tensor_name, name);
+  REQUIRE(it != p.tensor_name.end());
+  return static_cast<index_t>(it - p.tensor_name.begin());
+}
+
+void check_valid(const problem& p, const plan& pl, const device_spec& d, bytes_t budget) {
+  const validation v = validate(p, pl, d, budget);
+  INFO(p.name, " at ", budget, ": ", v.errors.empty() ? std::string() : v.errors.front());
+  CHECK(v.ok);
+}
+
+// The Fig. 4 situation: T3 is evicted at its second access (f4 reads it)
+// and comes back for b3. Steps (start-end µs with unlimited memory):
+//   0 f1 x -> T1        0-50      6 b6 T6 -> g6         900-1100
+//   1 f2 T1 -> T2      50-100     7 b5 g6, T5 -> g5   1100-1300
+//   2 f3 T2 -> T3     100-200     8 b4 g5, T4 -> g4   1300-1500
+//   3 f4 T3 -> T4     200-300     9 b3 g4, T3 -> g3   1500-1700
+//   4 f5 T4 -> T5     300-600    10 b2 g3, T2 -> g2   1700-1800
+//   5 f6 T5 -> T6     600-900
+// T3 is 200 B: each copy takes 200 µs.
+problem fig4() {
+  test::graph_maker m;
+  const index_t x = m.tensor("x", 10, tensor_kind::input);
+  std::vector<index_t> t{x};
+  for (const auto& [name, bytes] : {std::pair{"T1", 100}, {"T2", 100}, {"T3", 200}, {"T4", 100}, {"T5", 100},
+                                    {"T6", 100}}) {
+    t.push_back(m.tensor(name, bytes, tensor_kind::activation));
+  }
+  std::vector<index_t> g(7);
+  for (const auto& [i, name] : {std::pair{6, "g6"}, {5, "g5"}, {4, "g4"}, {3, "g3"}, {2, "g2"}}) {
+    g[static_cast<std::size_t>(i)] = m.tensor(name, 10, tensor_kind::gradient);
+  }
+  const std::pair<const char*, double> fwd[] = {{"f1", 50}, {"f2", 50}, {"f3", 100}, {"f4", 100}, {"f5", 300}, {"f6", 300}};
+  for (std::size_t i = 0; i < 6; ++i) m.op(fwd[i].first, fwd[i].second, {t[i]}, {t[i + 1]});
+  m.op("b6", 200, {t[6]}, {g[6]}, 0, phase::backward);
+  m.op("b5", 200, {g[6], t[5]}, {g[5]}, 0, phase::backward);
+  m.op("b4", 200, {g[5], t[4]}, {g[4]}, 0, phase::backward);
+  m.op("b3", 200, {g[4], t[3]}, {g[3]}, 0, phase::backward);
+  m.op("b2", 100, {g[3], t[2]}, {g[2]}, 0, phase::backward);
+  return m.compile();
+}
+
+}  // namespace
+
+TEST_CASE("measured execution: passive mode evicts from the start of the access list, timestamps exclude swaps") {
+  // sim_fixtures' chain (live bytes per step 110, 200, 300, 400, 300) under
+  // 300 B. f1 frees x (10 B); f2 and f3 fit (300 B). b3 needs g2 (100 B):
+  // 100 B missing; the oldest access on the device is a1's generation and
+  // a1 is 100 B, the approximate size, so a1 goes out (100 µs). b2 reads
+  // a1: access failure, back in (100 µs). Time 1100 + 200 µs of swaps.
+  const problem p = test::chain::make();
+  const capuchin::measured_execution m = capuchin::measure(p, dev, 300);
+  CHECK(m.failure.empty());
+  CHECK(m.evictions == 1);
+  CHECK(m.evicted_bytes == 100);
+  CHECK(m.swap_time_us == doctest::Approx(200));
+  CHECK(m.time_us == doctest::Approx(1300));
+  // Starts with the swap time subtracted: 0, 100, 400, 700, 1000.
+  CHECK(m.start_us == std::vector<double>{0, 100, 400, 700, 1000});
+  CHECK(m.end_us == std::vector<double>{100, 400, 700, 1000, 1100});
+  // a1: made by f1 (ends 100), read by f2 (starts 100) and by b2 (starts 1000).
+  const auto list = m.accesses_of(test::chain::a1);
+  REQUIRE(list.size() == 3);
+  const capuchin::tensor_access& back = m.accesses[static_cast<std::size_t>(list[2])];
+  CHECK(back.count == 3);
+  CHECK(back.step == test::chain::b2);
+  CHECK(back.time_us == doctest::Approx(1000));
+  CHECK(m.accesses[static_cast<std::size_t>(list[0])].write);
+  // The access list is in time order.
+  CHECK(std::ranges::is_sorted(m.accesses, {}, &capuchin::tensor_access::time_us));
+}
+
+TEST_CASE("measured execution: an op that cannot fit even after evicting everything else is reported") {
+  // b3 reads a3 and a2 and makes g2: 300 B that cannot leave; budget 250.
+  const problem p = test::chain::make();
+  const capuchin::measured_execution m = capuchin::measure(p, dev, 250);
+  CHECK(m.failure.find("op 'b3'") != std::string::npos);
+  const plan pl = capuchin::plan_capuchin(p, dev, 250).result;
+  CHECK_FALSE(pl.feasible);
+  CHECK(pl.reason.find("op 'b3'") != std::string::npos);
+}
+
+TEST_CASE("Fig. 4: FT (Eq. 1) and the in-trigger found backwards from the back-access") {
+  const problem p = fig4();
+  const index_t t3 = tensor_named(p, "T3");
+  const capuchin::measured_execution m = capuchin::measure(p, dev, unlimited);
+  // Live bytes peak at steps 4 and 5 (x gone; T1..T4 or T1..T5); a budget
+  // one byte under the peak makes T3's time away useful.
+  const bytes_t peak = p.baseline_peak();
+  const capuchin::memory_estimate mem(m.memory, peak - 1);
+  const auto cands = capuchin::identify_candidates(p, m, dev, mem);
+  const auto it = std::ranges::find(cands, t3, &capuchin::candidate::tensor);
+  REQUIRE(it != cands.end());
+  // Evicted-access: f4's read at 200 µs; back-access: b3's read at 1500 µs.
+  CHECK(it->evicted_access == 3);
+  CHECK(it->back_access == 9);
+  CHECK(it->ideal_free_time_us == doctest::Approx(1500 - 200 - 200 - 200));
+
+  const capuchin::link_bookings idle;
+  // SwapOutEndTime = 200 + 200 = 400; SwapInStartTime = 1500 - 200 = 1300,
+  // which b5 ends exactly at: in-trigger b5 (step 7); FT = 1300 - 400 = 900.
+  capuchin::swap_estimate s = capuchin::estimate_swap(m, dev, 200, *it, no_index, idle, idle);
+  CHECK(s.swap_out_end_us == doctest::Approx(400));
+  CHECK(s.in_trigger == 7);
+  CHECK(s.swap_in_start_us == doctest::Approx(1300));
+  CHECK(s.free_time_us == doctest::Approx(900));
+  CHECK(s.overhead_us == doctest::Approx(0));
+  CHECK(s.released_from == 5);  // f6, the first op to start after 400 µs
+
+  // Not inside the peak: with b4 (step 8) as the earliest trigger the copy
+  // starts at 1500 and ends 200 µs after the back-access.
+  s = capuchin::estimate_swap(m, dev, 200, *it, 8, idle, idle);
+  CHECK(s.in_trigger == 8);
+  CHECK(s.free_time_us == doctest::Approx(1100));
+  CHECK(s.overhead_us == doctest::Approx(200));
+
+  // A preceding swap-in holds the link over [1200, 1400]: the latest free
+  // slot ends at 1200, so the copy starts at 1000; the trigger is f6 (ends
+  // 900) and FT = 1000 - 400 = 600.
+  capuchin::link_bookings busy;
+  busy.book(1200, 200);
+  s = capuchin::estimate_swap(m, dev, 200, *it, no_index, idle, busy);
+  CHECK(s.swap_in_start_us == doctest::Approx(1000));
+  CHECK(s.in_trigger == 5);
+  CHECK(s.free_time_us == doctest::Approx(600));
+  CHECK(s.overhead_us == doctest::Approx(0));
+}
+
+TEST_CASE("§4.5 T1..T4: choosing T2 moves T4's source to T1 and charges T1's repeats (Algo 2)") {
+  // Lineage x -> T1 -> T2 -> T3 -> T4 (ops 10, 20, 30, 40 µs); T3 is read
+  // only by f4, so it is gone when T4 comes back; x is read again by b1.
+  test::graph_maker mk;
+  const index_t x = mk.tensor("x", 10, tensor_kind::input);
+  const index_t t1 = mk.tensor("T1", 100, tensor_kind::activation);
+  const index_t t2 = mk.tensor("T2", 200, tensor_kind::activation);
+  const index_t t3 = mk.tensor("T3", 300, tensor_kind::activation);
+  const index_t t4 = mk.tensor("T4", 400, tensor_kind::activation);
+  const index_t y = mk.tensor("y", 10, tensor_kind::activation);
+  const index_t g5 = mk.tensor("g5", 10, tensor_kind::gradient);
+  const index_t g4 = mk.tensor("g4", 10, tensor_kind::gradient);
+  const index_t g2 = mk.tensor("g2", 10, tensor_kind::gradient);
+  const index_t g1 = mk.tensor("g1", 10, tensor_kind::gradient);
+  mk.op("f1", 10, {x}, {t1});
+  mk.op("f2", 20, {t1}, {t2});
+  mk.op("f3", 30, {t2}, {t3});
+  mk.op("f4", 40, {t3}, {t4});
+  mk.op("f5", 50, {t4}, {y});
+  mk.op("b5", 10, {y}, {g5}, 0, phase::backward);     // step 5
+  mk.op("b4", 10, {g5, t4}, {g4}, 0, phase::backward);  // step 6: T4's back-access
+  mk.op("b2", 10, {g4, t2}, {g2}, 0, phase::backward);  // step 7: T2's
+  mk.op("b1", 10, {g2, t1, x}, {g1}, 0, phase::backward);  // step 8: T1's
+  const problem p = mk.compile();
+  const capuchin::measured_execution m = capuchin::measure(p, dev, unlimited);
+  // The candidate set {T1, T2, T4}, evicted after their last forward access.
+  const std::vector<capuchin::candidate> cands{{t1, 1, 8, 10, m.start_us[8], 0},
+                                               {t2, 2, 7, 30, m.start_us[7], 0},
+                                               {t4, 4, 6, 100, m.start_us[6], 0}};
+  capuchin::msps_recomputation rec(p, m, cands);
+  // T1 from x (10 µs): MSPS 100 / 10. T2 from T1, a candidate, so assumed
+  // on the device (20 µs): 200 / 20. T4 from T2 through T3 (30 + 40 µs): 400 / 70.
+  CHECK(rec.of(0).srcs == std::vector<index_t>{x});
+  CHECK(rec.of(1).srcs == std::vector<index_t>{t1});
+  CHECK(rec.of(2).srcs == std::vector<index_t>{t2});
+  CHECK(rec.of(2).ops == std::vector<index_t>{2, 3});
+  CHECK(rec.msps(0) == doctest::Approx(10.0));
+  CHECK(rec.msps(1) == doctest::Approx(10.0));
+  CHECK(rec.msps(2) == doctest::Approx(400.0 / 70));
+
+  // Choose T2. T4 now starts from T1 and repeats f2: 70 + 20 = 90 µs
+  // (lines 18-28). T1 is T2's source, so evicting it would repeat its 10 µs
+  // once more: ext_time = 1 x 10 (lines 30-32).
+  rec.choose(1);
+  CHECK(rec.of(2).srcs == std::vector<index_t>{t1});
+  CHECK(rec.of(2).rp_time_us == doctest::Approx(90));
+  CHECK(rec.of(2).ext_time_us == doctest::Approx(0));
+  CHECK(rec.msps(2) == doctest::Approx(400.0 / 90));
+  CHECK(rec.of(0).ext_time_us == doctest::Approx(10));
+  CHECK(rec.msps(0) == doctest::Approx(100.0 / 20));
+
+  // Then T1: T2, already a target, now starts from x (lines 6-11); T4
+  // starts from x and repeats f1: 90 + 10 = 100 µs.
+  rec.choose(0);
+  CHECK(rec.of(1).srcs == std::vector<index_t>{x});
+  CHECK(rec.of(2).srcs == std::vector<index_t>{x});
+  CHECK(rec.of(2).rp_time_us == doctest::Approx(100));
+  CHECK(rec.msps(2) == doctest::Approx(4.0));
+  CHECK(rec.overhead_us(2) == doctest::Approx(100));
+}
+
+TEST_CASE("feedback: a late swap-in moves its in-trigger earlier by 5 % of its swap time per iteration") {
+  // Fig. 4's T3 swapped out after f4, with the in-trigger forced to b4
+  // (step 8), so its 200 µs copy misses b3 by 200 µs. Each late iteration
+  // moves the wanted start 10 µs earlier (5 % of 200): from b4's end
+  // (1500) to 1490 puts it at b5 (ends 1300) in iteration 2: 1300 + 200 =
+  // 1500 is on time, so iteration 2 is stable.
+  const problem p = fig4();
+  const index_t t3 = tensor_named(p, "T3");
+  const capuchin::measured_execution m = capuchin::measure(p, dev, unlimited);
+  capuchin::policy pol{{}, capuchin::memory_estimate(m.memory, unlimited)};
+  const capuchin::candidate c{t3, 3, 9, 200, 1500, 900};
+  pol.evictions.push_back({c, capuchin::regeneration::swap, 8, 1100, 200});
+  simulator sim;
+  const capuchin::guided_execution g = capuchin::guide(p, m, dev, unlimited, pol, 100, sim);
+  CHECK(g.iterations == 2);
+  CHECK(g.trigger_moves == 1);
+  CHECK(g.triggers == std::vector<index_t>{7});
+  CHECK(g.sim.feasible);
+  CHECK(g.sim.stall_us == doctest::Approx(0));
+  CHECK(g.sim.time_us == doctest::Approx(p.baseline_time_us()));
+  check_valid(p, g.result, dev, unlimited);
+
+}
+
+TEST_CASE("capuchin on the Fig. 4 graph: swaps T3 with the in-trigger of Eq. 1 and costs nothing") {
+  const problem p = fig4();
+  const bytes_t budget = p.baseline_peak() - 1;
+  const capuchin::outcome out = capuchin::plan_capuchin(p, dev, budget);
+  REQUIRE(out.result.feasible);
+  CHECK(out.swaps >= 1);
+  CHECK(out.recomputations == 0);
+  CHECK(out.sim.overhead == doctest::Approx(0));
+  CHECK(out.sim.peak_bytes <= budget);
+  check_valid(p, out.result, dev, budget);
+}
+
+TEST_CASE("capuchin on zoo models: validator-clean plans under the P100's 16 GiB, hybrid when swaps cannot hide") {
+  const device_spec& p100 = find_device("p100");
+  struct run_case {
+    const char* model;
+    int batch;
+  };
+  for (const run_case rc : {run_case{"resnet50", 300}, run_case{"resnet50", 500}, run_case{"inception_v3", 400}}) {
+    CAPTURE(rc.model);
+    CAPTURE(rc.batch);
+    model::options o;
+    o.batch = rc.batch;
+    const problem p = compile(model::build(rc.model, o, p100));
+    REQUIRE(p.baseline_peak() > p100.memory_bytes);
+    const capuchin::outcome out = capuchin::plan_capuchin(p, p100, p100.memory_bytes);
+    REQUIRE(out.result.feasible);
+    CHECK(out.sim.peak_bytes <= p100.memory_bytes);
+    CHECK(out.guided_iterations >= 1);
+    CHECK(out.guided_iterations <= capuchin::max_guided_iterations);
+    check_valid(p, out.result, p100, p100.memory_bytes);
+    // Through the registry, the same plan.
+    const plan again = find_planner("capuchin").run(p, p100, p100.memory_bytes, planner_options{});
+    CHECK(again.actions.size() == out.result.actions.size());
+  }
+}
+
+TEST_CASE("§6.3.2: at 1.2x the largest batch `none` fits, capuchin only swaps and costs at most 3 %") {
+  const device_spec& p100 = find_device("p100");
+  for (const char* name : {"resnet50", "bert-base", "vgg16"}) {
+    CAPTURE(name);
+    model::options o;
+    // The largest batch whose baseline peak fits 16 GiB, by bisection.
+    int lo = 1;
+    int hi = 1024;
+    while (hi - lo > 1) {
+      o.batch = (lo + hi) / 2;
+      (compile(model::build(name, o, p100)).baseline_peak() <= p100.memory_bytes ? lo : hi) = o.batch;
+    }
+    o.batch = lo * 6 / 5;
+    const problem p = compile(model::build(name, o, p100));
+    const capuchin::outcome out = capuchin::plan_capuchin(p, p100, p100.memory_bytes);
+    REQUIRE(out.result.feasible);
+    CHECK(out.recomputations == 0);
+    CHECK(out.sim.recomputed_ops == 0);
+    CHECK(out.swaps > 0);
+    CHECK(out.sim.overhead <= 0.03);
+    check_valid(p, out.result, p100, p100.memory_bytes);
+  }
+}
+
+TEST_CASE("capuchin on a recorded PyTorch execution order (memplan-graph file)") {
+  const auto doc = io::read_graph_file(std::string(MEMPLAN_SOURCE_DIR) + "/tests/data/pytorch_cnn.json");
+  const problem p = compile(doc.graph, doc.schedule);
+  const device_spec& d = find_device("p100");
+  const bytes_t budget = p.baseline_peak() * 9 / 10;
+  const capuchin::outcome out = capuchin::plan_capuchin(p, d, budget);
+  REQUIRE(out.result.feasible);
+  CHECK(out.sim.peak_bytes <= budget);
+  CHECK(out.swaps + out.recomputations > 0);
+  check_valid(p, out.result, d, budget);
+}
