@@ -122,6 +122,37 @@ TEST_CASE("executor on a hand plan: swap and recompute give the reference number
   CHECK(rs.swapped_out_bytes == 0);
 }
 
+TEST_CASE("executor: split ops get parts and one part's workspace; a recompute leaves resident outputs alone") {
+  const auto w = test::make_float_workload(2, false);
+  const problem& p = w.p;
+  plan_builder b(p, "parts", 1 << 20);
+  b.compute(0, 4);    // matmul1 in 4 row blocks: 512 B workspace -> 128 B per part
+  b.recompute(0);     // z1 is still on the device: nothing to write
+  b.compute(1, 3);    // relu1 in 3 row blocks (8 rows: 2, 3, 3), no workspace
+  for (index_t s = 2; s < static_cast<index_t>(p.num_steps()); ++s) b.compute(s, s % 2 == 0 ? 2 : 1);
+  const plan pl = std::move(b).finish();
+  REQUIRE(validate(p, pl, test::byte_per_us_device(), 1 << 20).ok);
+  host::device dev({.arena_bytes = 1 << 20, .pinned_bytes = 0, .before_copy = {}});
+  executor<host::device> ex(dev, p, pl);
+  test::integrity check(pl.actions.size());
+  std::vector<op_call> seen(pl.actions.size());
+  (void)ex.run(
+      [&](const op_call& call, host::stream_view) {
+        seen[static_cast<std::size_t>(call.action)] = call;
+        check.check(w, call);
+      },
+      loader(w));
+  CHECK(check.total() == 0);
+  CHECK(seen[0].parts == 4);
+  CHECK(seen[0].workspace_bytes == 128);
+  CHECK(seen[0].outputs[0] != nullptr);
+  CHECK(seen[1].recompute);
+  CHECK(seen[1].outputs[0] == nullptr);
+  CHECK(seen[2].parts == 3);
+  CHECK(seen[2].workspace == nullptr);
+  CHECK(seen[3].workspace_bytes == 256);  // matmul2, 2 parts
+}
+
 TEST_CASE("executor: every registered planner, several budgets, chain and residual: bit-identical, within budget") {
   host_backend backend;
   test::check_every_planner(backend);
