@@ -72,22 +72,71 @@ struct emitted_plan {
   emitted_plan out;
   out.swap_in.assign(count, no_index);
   std::vector<index_t> compute_action(n, no_index);
+  std::vector<index_t> chain;  // the ops that recompute the current step's missing inputs
+  std::vector<index_t> made_in_chain(p.num_tensors(), no_index);  // per tensor: the step whose chain made it
+  std::vector<index_t> chain_uses(p.num_tensors(), 0);  // per tensor: its readers left in the chain
+  std::vector<index_t> chain_seen(n, no_index);
+  index_t current = no_index;
+  std::vector<index_t> stack;
+  // The ops that must run again to make t, found through inputs that are gone.
+  const auto collect_lineage = [&](index_t t) {
+    stack.assign(1, t);
+    while (!stack.empty()) {
+      const index_t x = stack.back();
+      stack.pop_back();
+      if (em.where(x) != detail::baseline::residence::freed) continue;
+      const index_t op = p.producer[static_cast<std::size_t>(x)];
+      if (chain_seen[static_cast<std::size_t>(op)] == current) continue;
+      chain_seen[static_cast<std::size_t>(op)] = current;
+      chain.push_back(op);
+      for (const index_t in : p.inputs(op)) stack.push_back(in);
+    }
+  };
   for (std::size_t s = 0; s < n; ++s) {
     const auto si = static_cast<index_t>(s);
-    em.bring_inputs(si);
-    // §5.3 collective recomputation: keep what the lineage made on the way
-    // while there is room until it is needed, else release it.
-    for (const index_t x : em.recomputed()) {
-      if (std::ranges::find(p.inputs(si), x) != p.inputs(si).end()) continue;
-      const index_t i = recompute_target[static_cast<std::size_t>(x)];
-      const bytes_t bytes = p.bytes[static_cast<std::size_t>(x)];
-      const index_t back = i == no_index ? no_index : pol.evictions[static_cast<std::size_t>(i)].pair.back_access;
-      if (back > si && room.max_over(si, back - 1) + bytes <= room.budget()) {
-        room.add(si, back - 1, bytes);
-      } else {
-        em.free(x);
+    current = si;
+    // §4.4 on demand, §5.3 collectively: the lineage of every input that is
+    // not on the device runs again in schedule order; each target it makes
+    // on the way is kept while there is room until its own back-access, and
+    // released as soon as the lineage is done with it otherwise.
+    chain.clear();
+    for (const index_t t : p.inputs(si)) collect_lineage(t);
+    std::ranges::sort(chain);
+    for (const index_t op : chain) {
+      for (const index_t x : p.inputs(op)) {
+        if (made_in_chain[static_cast<std::size_t>(x)] == si) ++chain_uses[static_cast<std::size_t>(x)];
+      }
+      for (const index_t y : p.outputs(op)) made_in_chain[static_cast<std::size_t>(y)] = si;
+    }
+    for (const index_t x : p.inputs(si)) chain_uses[static_cast<std::size_t>(x)] += 1 << 20;  // never released here
+    for (const index_t op : chain) {
+      const std::size_t before = em.recomputed().size();
+      for (const index_t y : p.outputs(op)) {
+        if (em.where(y) == detail::baseline::residence::freed) {
+          em.bring(y);  // its inputs are back: one recompute
+          break;
+        }
+      }
+      const auto made = std::span(em.recomputed()).subspan(before);
+      const auto done = [&](index_t x) {
+        const bytes_t bytes = p.bytes[static_cast<std::size_t>(x)];
+        const index_t i = recompute_target[static_cast<std::size_t>(x)];
+        const index_t back = i == no_index ? no_index : pol.evictions[static_cast<std::size_t>(i)].pair.back_access;
+        if (back > si && room.max_over(si, back - 1) + bytes <= room.budget()) {
+          room.add(si, back - 1, bytes);
+        } else {
+          em.free(x);
+        }
+      };
+      for (const index_t x : p.inputs(op)) {
+        if (made_in_chain[static_cast<std::size_t>(x)] == si && --chain_uses[static_cast<std::size_t>(x)] == 0) done(x);
+      }
+      for (const index_t y : made) {
+        if (chain_uses[static_cast<std::size_t>(y)] == 0) done(y);
       }
     }
+    for (const index_t x : p.inputs(si)) chain_uses[static_cast<std::size_t>(x)] = 0;
+    em.bring_inputs(si);  // swapped inputs not yet back come back on demand
     compute_action[s] = em.compute(si);
     // A tensor past its last access is gone; a recomputation that starts
     // from it later must make it again (§4.4).

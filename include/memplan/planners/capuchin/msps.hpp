@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <iterator>
+#include <utility>
 #include <span>
 #include <vector>
 
@@ -67,7 +69,10 @@ class msps_recomputation {
     double ext_ct = 1;
     for (const index_t r : recomps_) {
       target& rp = targets_[static_cast<std::size_t>(r)];
-      if (replace_source(rp.srcs, t, chosen.srcs)) ext_ct += 1;
+      if (replace_source(rp.srcs, t, chosen.srcs)) {
+        merge_ops(rp.ops, chosen.ops);
+        ext_ct += 1;
+      }
     }
     recomps_.push_back(i);   // line 13
     targets_[ii].candidate = false;  // line 14
@@ -76,6 +81,7 @@ class msps_recomputation {
       target& cand = targets_[c];
       if (!cand.candidate) continue;
       if (replace_source(cand.srcs, t, chosen.srcs)) {  // lines 18-29
+        merge_ops(cand.ops, chosen.ops);
         cand.rp_time_us += chosen.rp_time_us;
         cand.ext_time_us = 0;
         const index_t ct = tensor_of(static_cast<index_t>(c));
@@ -92,6 +98,13 @@ class msps_recomputation {
  private:
   [[nodiscard]] index_t tensor_of(index_t i) const { return tensors_[static_cast<std::size_t>(i)]; }
   static bool contains(const std::vector<index_t>& v, index_t t) { return std::ranges::find(v, t) != v.end(); }
+  /// Adds the steps of `more` to the sorted `ops` (the recomputation now runs them too).
+  static void merge_ops(std::vector<index_t>& ops, const std::vector<index_t>& more) {
+    std::vector<index_t> both;
+    both.reserve(ops.size() + more.size());
+    std::ranges::set_union(ops, more, std::back_inserter(both));
+    ops = std::move(both);
+  }
   /// If `t` is in `srcs`: replaces it with `with` (no duplicates) and says so.
   static bool replace_source(std::vector<index_t>& srcs, index_t t, const std::vector<index_t>& with) {
     const auto it = std::ranges::find(srcs, t);
