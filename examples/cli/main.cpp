@@ -155,6 +155,13 @@ json row_json(const planned& r) {
   j["feasible"] = succeeded(r);
   if (!r.result.feasible) j["reason"] = r.result.reason;
   j["planning_time_s"] = r.planning_time_s;
+  if (!r.result.history.empty()) {
+    json history = json::array();
+    for (const search_point& h : r.result.history) {
+      history.push_back({{"time_s", h.time_us / 1e6}, {"excess_bytes", h.excess_bytes}});
+    }
+    j["history"] = std::move(history);
+  }
   return j;
 }
 
@@ -292,8 +299,11 @@ int cmd_plan(const arguments& args) {
   const problem p = load_source(args, d).p;
   const bytes_t budget = read_budget(args, p);
   const std::string name = args.require("planner");
-  const auto r = run_planner(find_planner(name), p, d, budget, read_planner_options(args, std::span(&name, 1)),
-                             args.has("trace"));
+  planner_options options = read_planner_options(args, std::span(&name, 1));
+  const bool progress = isatty(STDERR_FILENO) != 0;
+  if (progress) options.progress = [](std::string_view status) { std::cerr << "\r" << status << "\x1b[K" << std::flush; };
+  const auto r = run_planner(find_planner(name), p, d, budget, options, args.has("trace"));
+  if (progress) std::cerr << "\r\x1b[K" << std::flush;
   if (const auto out = args.get("out")) {
     std::ofstream f(*out);
     MEMPLAN_EXPECTS(f.good(), invalid_argument, "--out: cannot write '", *out, "'");

@@ -69,6 +69,13 @@ struct action {
   index_t parts = 1;          ///< compute / recompute: micro-batches the op is split into (1 = whole)
 };
 
+/// A search planner's best plan after one iteration (HOME Fig. 8): its
+/// simulated time, and by how much it exceeds the budget (0: it fits).
+struct search_point {
+  double time_us = 0;
+  bytes_t excess_bytes = 0;
+};
+
 struct plan {
   std::string planner;
   bool feasible = true;
@@ -79,6 +86,7 @@ struct plan {
   std::vector<action> actions;
   std::vector<index_t> wait_begin{0};  ///< CSR offsets into `waits` (actions + 1)
   std::vector<index_t> waits;          ///< indices of earlier actions
+  std::vector<search_point> history;   ///< search planners: the best plan after each iteration; else empty
 
   [[nodiscard]] std::span<const index_t> waits_of(std::size_t a) const {
     const auto b = static_cast<std::size_t>(wait_begin[a]);

@@ -7,6 +7,7 @@
 #include <charconv>
 #include <concepts>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -24,6 +25,9 @@ struct planner_options {
   int threads = 0;           ///< 0: all cores
   /// Planner-specific settings by name (`--filter lru`, `--seed-with a,b`).
   std::map<std::string, std::string, std::less<>> extra;
+  /// Long searches (HOME) report one status line per iteration here; the
+  /// CLI prints them on stderr when it is a terminal. Empty: silent.
+  std::function<void(std::string_view status)> progress;
 };
 
 /// The planner-specific setting `name` (`--name VALUE` on the CLI), or

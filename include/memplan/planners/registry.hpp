@@ -13,6 +13,7 @@
 #include "memplan/planners/checkpoint.hpp"
 #include "memplan/planners/delta.hpp"
 #include "memplan/planners/dtr.hpp"
+#include "memplan/planners/home.hpp"
 #include "memplan/planners/none.hpp"
 #include "memplan/planners/planner.hpp"
 #include "memplan/planners/superneurons.hpp"
@@ -46,6 +47,13 @@ constexpr planner_entry entry(std::string_view name, std::string_view summary) {
     return {name, summary, &run_planner<P>, {}};
   }
 }
+/// Runs the registered planner `name` (HOME's `--seed-with`).
+inline plan run_registered(std::string_view name, const problem& p, const device_spec& d, bytes_t budget,
+                           const planner_options& o);
+/// `home`, seeded from the registry.
+struct registered_home : home_planner {
+  constexpr registered_home() : home_planner{&run_registered} {}
+};
 inline constexpr std::array planner_entries{
     entry<none_planner>("none", "keep every tensor (baseline)"),
     entry<vdnn_conv_planner>("vdnn-conv", "vDNN: offload conv inputs, layer-synchronous (Rhu et al. 2016)"),
@@ -57,6 +65,7 @@ inline constexpr std::array planner_entries{
     entry<dtr_planner>("dtr", "DTR: online eviction by h = c / (m s), recompute only (Kirisame et al. 2021)"),
     entry<delta_planner>("delta", "DELTA: online filter + evict/offload director + prefetcher (Tang et al.)"),
     entry<tsplit_nosplit_planner>("tsplit-nosplit", "TSPLIT w/o split: Algo 2 over swap (Eq. 3, PCIe occupancy) and recompute (Eq. 4)"),
+    entry<registered_home>("home", "particle swarm over retain/swap/recompute per feature map (HOME, He et al.)"),
 };
 }  // namespace detail
 
@@ -73,5 +82,12 @@ inline constexpr std::array planner_entries{
   for (const auto& e : planners()) known.append(known.empty() ? "" : ", ").append(e.name);
   throw invalid_argument(detail::concat("unknown planner '", name, "'; known planners: ", known));
 }
+
+namespace detail {
+inline plan run_registered(std::string_view name, const problem& p, const device_spec& d, bytes_t budget,
+                           const planner_options& o) {
+  return find_planner(name).run(p, d, budget, o);
+}
+}  // namespace detail
 
 }  // namespace memplan

@@ -46,20 +46,13 @@ struct superneurons_planner {
         free_after[done].push_back(ti);
       }
     }
-    auto emit = [&](const std::vector<std::vector<index_t>>& prefetch_before) {
-      detail::baseline::emitter em(p, "superneurons", budget);
-      for (std::size_t s = 0; s < n; ++s) {
-        const auto si = static_cast<index_t>(s);
-        for (const index_t t : prefetch_before[s]) em.prefetch(t);
-        em.bring_inputs(si);
-        em.compute(si);
-        for (const index_t t : swap_after[s]) em.swap_out(t);
-        for (const index_t t : free_after[s]) em.free(t);
-      }
-      return em;
-    };
-    const auto first = emit(std::vector<std::vector<index_t>>(n));
-    return emit(detail::baseline::prefetch_schedule(p, first.needed_at())).finish(dev);
+    return detail::baseline::emit_evictions(p, "superneurons", budget,
+                                            [&](index_t s, detail::baseline::emitter& em) {
+                                              const auto si = static_cast<std::size_t>(s);
+                                              for (const index_t t : swap_after[si]) em.swap_out(t);
+                                              for (const index_t t : free_after[si]) em.free(t);
+                                            })
+        .finish(dev);
   }
 };
 static_assert(planner<superneurons_planner>);

@@ -11,6 +11,7 @@
 #include <limits>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -214,6 +215,30 @@ class emitter {
     if (s != no_index && s > 0) at[static_cast<std::size_t>(s) - 1].push_back(static_cast<index_t>(t));
   }
   return at;
+}
+
+/// Emits a strategy that evicts tensors once the forward pass is done with
+/// them: every step runs in schedule order, and after step s `evict(s, em)`
+/// swaps out (`em.swap_out`) or frees (`em.free`) the tensors the strategy
+/// chose. They come back on demand (`emitter::bring`); a swapped one is
+/// prefetched one op ahead of the step that first needs it, learned from a
+/// first pass (`prefetch_schedule`).
+template <class Evict>
+[[nodiscard]] emitter emit_evictions(const problem& p, std::string_view planner, bytes_t budget, const Evict& evict) {
+  const std::size_t n = p.num_steps();
+  const auto pass = [&](const std::vector<std::vector<index_t>>& prefetch_before) {
+    emitter em(p, std::string(planner), budget);
+    for (std::size_t s = 0; s < n; ++s) {
+      const auto si = static_cast<index_t>(s);
+      for (const index_t t : prefetch_before[s]) em.prefetch(t);
+      em.bring_inputs(si);
+      em.compute(si);
+      evict(si, em);
+    }
+    return em;
+  };
+  const emitter first = pass(std::vector<std::vector<index_t>>(n));
+  return pass(prefetch_schedule(p, first.needed_at()));
 }
 
 }  // namespace memplan::detail::baseline

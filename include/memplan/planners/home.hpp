@@ -1,0 +1,235 @@
+#pragma once
+/// \file
+/// `home`: HOME's holistic placement search (He et al., "HOME: A Holistic
+/// GPU Memory Management Framework for Deep Learning", §3.3-3.5): a particle
+/// swarm over {retain, swap, recompute} for every feature map (Algo 1), each
+/// particle judged by the Policy Evaluator — here the simulator — and
+/// updated by Algo 3. Same seed, same plan, on any number of threads.
+///
+/// Options (`planner_options::extra`, `--NAME VALUE` on the CLI):
+/// `iterations` and `particles` (HOME §3.3: 500 and 500), `seed-with`
+/// (planners whose plans join the swarm as particles, e.g.
+/// `capuchin,tsplit-nosplit`). `time_limit_s` returns the best plan found
+/// so far; `threads` 0 uses every core.
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "memplan/error.hpp"
+#include "memplan/format_bytes.hpp"
+#include "memplan/planners/detail/home_evaluator.hpp"
+#include "memplan/planners/detail/parallel.hpp"
+#include "memplan/planners/planner.hpp"
+
+namespace memplan {
+namespace detail::home {
+
+/// The swarm's size.
+struct swarm_settings {
+  int iterations = 500;  ///< HOME §3.3
+  int particles = 500;   ///< HOME §3.3
+};
+
+/// What a search found.
+struct search_result {
+  std::vector<placement> best;         ///< the best-ever particle (Algo 1 line 9)
+  fitness best_fitness;
+  std::vector<search_point> history;   ///< the best-ever fitness after each iteration
+  std::int64_t evaluations = 0;        ///< placements evaluated (Algo 3's evaluate calls that were not skipped)
+  std::int64_t simulations = 0;        ///< of those, the ones simulated (not remembered)
+  int iterations_done = 0;
+};
+
+/// splitmix64 (Steele et al. 2014): a particle's own random stream, so that
+/// its initial position does not depend on which thread draws it.
+[[nodiscard]] inline std::uint64_t splitmix64(std::uint64_t& state) noexcept {
+  std::uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+/// Algo 3 for one particle: `x` (fitness `fx`) moves, tensor by tensor, to
+/// the action of the last iteration's best `p1` or of its own historical
+/// best `p2`, whichever evaluates cheaper with the tensors before it already
+/// moved. Evaluations whose answer is already known are skipped — the
+/// candidate equal to the current position (its fitness is known), both
+/// candidates when p1 and p2 agree (line 12 takes p2's, whatever O1 and O2
+/// are) — so the result is Algo 3's exactly, with fewer simulations.
+/// \returns the new position's fitness.
+template <class Evaluate>
+[[nodiscard]] fitness update_particle(std::span<placement> x, fitness fx, std::span<const placement> p1,
+                                      std::span<const placement> p2, Evaluate& evaluate) {
+  bool known = true;  // fx is x's fitness
+  for (std::size_t j = 0; j < x.size(); ++j) {
+    const placement now = x[j];
+    if (p1[j] == p2[j]) {  // O1 == O2, line 12: policy[j] = P2[j]
+      if (now != p2[j]) {
+        x[j] = p2[j];
+        known = false;
+      }
+      continue;
+    }
+    const auto value = [&](placement a) {  // lines 5-7: policy[i][j] = a; evaluate(particle_i)
+      if (a == now && known) return fx;
+      x[j] = a;
+      const fitness f = evaluate(std::span<const placement>(x));
+      if (a == now) {
+        fx = f;
+        known = true;
+      }
+      return f;
+    };
+    const fitness o1 = value(p1[j]);
+    const fitness o2 = value(p2[j]);
+    // Lines 8-12: keep the cheaper; P2's on a tie.
+    x[j] = o1 < o2 ? p1[j] : p2[j];
+    fx = std::min(o1, o2);
+    known = true;
+  }
+  return known ? fx : evaluate(std::span<const placement>(x));
+}
+
+/// Algo 1: `settings.particles` particles, randomly initialised (lines
+/// 1-3) except the first `seeds.size()`, which start at the seed
+/// placements; each iteration evaluates every particle and records the
+/// best-ever (lines 5-12), then updates them by Algo 3 (line 13).
+[[nodiscard]] inline search_result search(const problem& p, const device_spec& dev, bytes_t budget,
+                                          const feature_maps& fm, const swarm_settings& settings,
+                                          const planner_options& o,
+                                          std::span<const std::vector<placement>> seeds) {
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  const auto out_of_time = [&] {
+    return o.time_limit_s > 0 && std::chrono::duration<double>(clock::now() - start).count() >= o.time_limit_s;
+  };
+  const std::size_t n = fm.size();
+  const auto m = static_cast<std::size_t>(settings.particles);
+  const std::size_t threads = thread_count(o.threads);
+  std::vector<evaluator> evaluators;
+  for (std::size_t w = 0; w < std::min(threads, m); ++w) evaluators.emplace_back(p, dev, fm, budget);
+
+  std::vector<placement> x(m * n);
+  std::vector<fitness> fx(m);
+  const auto particle = [&](std::vector<placement>& v, std::size_t i) { return std::span(v).subspan(i * n, n); };
+
+  // Lines 1-3, and the first evaluation (line 7 of the first iteration).
+  parallel_for(threads, m, [&](std::size_t w, std::size_t i) {
+    const auto xi = particle(x, i);
+    if (i < seeds.size()) {
+      std::ranges::copy(seeds[i], xi.begin());
+    } else {
+      std::uint64_t state = o.seed ^ (0xD1B54A32D192ED03ULL * (i + 1));
+      for (std::size_t j = 0; j < n; ++j) {
+        xi[j] = static_cast<placement>(splitmix64(state) % static_cast<std::uint64_t>(fm.choices(j)));
+      }
+    }
+    fx[i] = evaluators[w](xi);
+  });
+
+  search_result r;
+  std::vector<placement> pbest = x;  // per particle, its historical best
+  std::vector<fitness> pbest_fx = fx;
+  std::vector<placement> last_best(n);
+  r.best_fitness = {std::numeric_limits<bytes_t>::max(), 0};
+  for (int it = 1; it <= settings.iterations; ++it) {
+    // Lines 6-12: every particle's fitness is known (from its update), so
+    // this records the best-ever, the historical bests and the last
+    // iteration's best, lowest particle index first on ties.
+    std::size_t iteration_best = 0;
+    for (std::size_t i = 0; i < m; ++i) {
+      if (fx[i] < fx[iteration_best]) iteration_best = i;
+      if (fx[i] < pbest_fx[i]) {
+        pbest_fx[i] = fx[i];
+        std::ranges::copy(particle(x, i), particle(pbest, i).begin());
+      }
+    }
+    if (fx[iteration_best] < r.best_fitness) {
+      r.best_fitness = fx[iteration_best];
+      r.best.assign(particle(x, iteration_best).begin(), particle(x, iteration_best).end());
+    }
+    r.history.push_back({r.best_fitness.time_us, r.best_fitness.excess_bytes});
+    r.iterations_done = it;
+    if (o.progress) {
+      o.progress(concat("home: iteration ", it, "/", settings.iterations, ", best ", r.best_fitness.time_us / 1e3,
+                        " ms", r.best_fitness.excess_bytes > 0
+                                   ? concat(", ", format_bytes(r.best_fitness.excess_bytes), " over the budget")
+                                   : std::string()));
+    }
+    // The update after the last evaluation would never be evaluated.
+    if (it == settings.iterations || out_of_time()) break;
+    std::ranges::copy(particle(x, iteration_best), last_best.begin());  // line 1 of Algo 3: P_1
+    parallel_for(threads, m, [&](std::size_t w, std::size_t i) {
+      fx[i] = update_particle(particle(x, i), fx[i], last_best, particle(pbest, i), evaluators[w]);
+    });
+  }
+  for (const evaluator& e : evaluators) {
+    r.evaluations += e.evaluations();
+    r.simulations += e.simulations();
+  }
+  return r;
+}
+
+}  // namespace detail::home
+
+/// The `home` planner. Its `seed_planners` runs the planners `--seed-with`
+/// names; the registry supplies it (it lists every planner, this one too).
+struct home_planner {
+  static constexpr std::array<std::string_view, 3> option_names{"iterations", "particles", "seed-with"};
+
+  using planner_lookup = plan (*)(std::string_view name, const problem&, const device_spec&, bytes_t,
+                                  const planner_options&);
+  planner_lookup seed_planners = nullptr;
+
+  plan operator()(const problem& p, const device_spec& dev, bytes_t budget, const planner_options& o) const {
+    MEMPLAN_EXPECTS(budget >= 0, invalid_argument, "home: the budget must be non-negative, got ", budget);
+    detail::home::swarm_settings settings;
+    settings.iterations = static_cast<int>(option_number(o, "iterations", settings.iterations, 1, 100000));
+    settings.particles = static_cast<int>(option_number(o, "particles", settings.particles, 1, 100000));
+    const detail::home::feature_maps fm(p);
+    const auto seeds = seed_placements(p, dev, budget, o, fm);
+    MEMPLAN_EXPECTS(seeds.size() <= static_cast<std::size_t>(settings.particles), invalid_argument,
+                    "home: --seed-with names ", seeds.size(), " planners, more than the ", settings.particles,
+                    " particles");
+    const auto r = detail::home::search(p, dev, budget, fm, settings, o, seeds);
+    plan result = detail::home::emit(p, fm, r.best, budget).finish(dev);
+    result.history = r.history;
+    return result;
+  }
+
+ private:
+  /// The placements of the plans of the planners `--seed-with` names.
+  std::vector<std::vector<detail::home::placement>> seed_placements(const problem& p, const device_spec& dev,
+                                                                    bytes_t budget, const planner_options& o,
+                                                                    const detail::home::feature_maps& fm) const {
+    std::vector<std::vector<detail::home::placement>> seeds;
+    std::string_view names = option_text(o, "seed-with", "");
+    planner_options plain = o;  // the seeding planners' own options: the common ones only
+    plain.extra.clear();
+    plain.progress = nullptr;
+    while (!names.empty()) {
+      const std::size_t comma = names.find(',');
+      const std::string_view name = names.substr(0, comma);
+      names = comma == std::string_view::npos ? std::string_view() : names.substr(comma + 1);
+      MEMPLAN_EXPECTS(!name.empty() && name != "home", invalid_argument,
+                      "home: --seed-with takes a comma-separated list of other planners, got '",
+                      option_text(o, "seed-with", ""), "'");
+      MEMPLAN_EXPECTS(seed_planners != nullptr, invalid_argument, "home: --seed-with '", name,
+                      "' needs the planner registry (use the registered 'home')");
+      seeds.push_back(fm.placement_of(seed_planners(name, p, dev, budget, plain)));
+    }
+    return seeds;
+  }
+};
+static_assert(planner<home_planner>);
+
+}  // namespace memplan

@@ -1,0 +1,287 @@
+// Tests of the HOME planner (issue 8): Algo 3's update against a literal
+// transcription, the remembered evaluations against full simulations, a
+// small case whose optimum is worked by hand and found by enumeration,
+// determinism across thread counts, seeding, options, and the validator on
+// every plan. Device: sim_fixtures.hpp's 1 B/µs links.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "memplan/cost/devices.hpp"
+#include "memplan/model/zoo.hpp"
+#include "memplan/planners/home.hpp"
+#include "memplan/planners/registry.hpp"
+#include "memplan/sim/simulator.hpp"
+#include "memplan/sim/validator.hpp"
+#include "sim_fixtures.hpp"
+
+namespace {
+
+using namespace memplan;
+using detail::home::fitness;
+using detail::home::placement;
+const device_spec dev = memplan::test::byte_per_us_device();
+
+// Three layers, every op 100 µs, backward in reverse (steps in order):
+//   0 f1: x(100 input) -> a1(200)    3 b3: a3     -> g3(100)
+//   1 f2: a1 -> a2(200)              4 b2: g3, a2 -> g2(100)
+//   2 f3: a2 -> a3(100)              5 b1: g2, a1 -> g1(100)
+//                                    6 b0: g1, x  -> g0(100)
+// Baseline: 700 µs; live bytes per step 300, 500, 600, 700, 700, 500, 300.
+// Feature maps (made or fed in the forward pass, read in the backward):
+// x (swap only: no producer), a1, a2, a3.
+problem three_layers() {
+  test::graph_maker m;
+  const index_t x = m.tensor("x", 100, tensor_kind::input);
+  const index_t a1 = m.tensor("a1", 200, tensor_kind::activation);
+  const index_t a2 = m.tensor("a2", 200, tensor_kind::activation);
+  const index_t a3 = m.tensor("a3", 100, tensor_kind::activation);
+  const index_t g3 = m.tensor("g3", 100, tensor_kind::gradient);
+  const index_t g2 = m.tensor("g2", 100, tensor_kind::gradient);
+  const index_t g1 = m.tensor("g1", 100, tensor_kind::gradient);
+  const index_t g0 = m.tensor("g0", 100, tensor_kind::gradient);
+  m.op("f1", 100, {x}, {a1});
+  m.op("f2", 100, {a1}, {a2});
+  m.op("f3", 100, {a2}, {a3});
+  m.op("b3", 100, {a3}, {g3}, 0, phase::backward);
+  m.op("b2", 100, {g3, a2}, {g2}, 0, phase::backward);
+  m.op("b1", 100, {g2, a1}, {g1}, 0, phase::backward);
+  m.op("b0", 100, {g1, x}, {g0}, 0, phase::backward);
+  return m.compile();
+}
+
+planner_options swarm(int iterations, int particles, int threads = 1, std::uint64_t seed = 1) {
+  planner_options o;
+  o.seed = seed;
+  o.threads = threads;
+  o.extra["iterations"] = std::to_string(iterations);
+  o.extra["particles"] = std::to_string(particles);
+  return o;
+}
+
+/// Every placement of `fm`, in counting order.
+std::vector<std::vector<placement>> all_placements(const detail::home::feature_maps& fm) {
+  std::vector<std::vector<placement>> all{std::vector<placement>(fm.size(), placement::retain)};
+  for (std::size_t j = 0; j < fm.size(); ++j) {
+    const std::size_t before = all.size();
+    for (int a = 1; a < fm.choices(j); ++a) {
+      for (std::size_t k = 0; k < before; ++k) {
+        all.push_back(all[k]);
+        all.back()[j] = static_cast<placement>(a);
+      }
+    }
+  }
+  return all;
+}
+
+problem zoo(const char* name, int batch) {
+  model::options o;
+  o.batch = batch;
+  o.cifar = true;
+  return compile(model::build(name, o, find_device("rtx-2080ti")));
+}
+
+}  // namespace
+
+TEST_CASE("feature maps of three layers: x, a1, a2, a3; x cannot be recomputed") {
+  const problem p = three_layers();
+  const detail::home::feature_maps fm(p);
+  REQUIRE(fm.size() == 4);
+  CHECK(fm.tensor == std::vector<index_t>{0, 1, 2, 3});
+  CHECK(fm.can_recompute == std::vector<std::uint8_t>{0, 1, 1, 1});
+  // The forward pass is done with x after f1, a1 after f2, a2 and a3 after f3.
+  CHECK(fm.done_after(0).size() == 1);
+  CHECK(fm.done_after(1).size() == 1);
+  CHECK(fm.done_after(2).size() == 2);
+  CHECK(all_placements(fm).size() == 2 * 3 * 3 * 3);
+}
+
+TEST_CASE("three layers under 600 B: swapping x hides its copies, 700 µs; home finds it") {
+  const problem p = three_layers();
+  const detail::home::feature_maps fm(p);
+  detail::home::evaluator evaluate(p, dev, fm, 600, 0);
+  // Keeping everything needs 700 B at b3 and b2: 100 B over.
+  CHECK(evaluate(std::vector<placement>(4, placement::retain)) == fitness{100, 700});
+  // Swap x: out [0,100] beside f2; in, triggered by the end of b2, [500,600]
+  // beside b1; b0 at 600-700. At b3 and b2: a1 + a2 + a3|g2 + g3 = 600 B.
+  const std::vector<placement> swap_x{placement::swap, placement::retain, placement::retain, placement::retain};
+  CHECK(evaluate(swap_x) == fitness{0, 700});
+  // Recomputing a1 instead costs f2 once more: 800 µs.
+  CHECK(evaluate(std::vector<placement>{placement::retain, placement::recompute, placement::retain,
+                                        placement::retain}) == fitness{0, 800});
+  // 700 µs is the compute stream's own work: no placement does better.
+  for (const auto& x : all_placements(fm)) CHECK(evaluate(x).time_us >= 700);
+
+  const plan pl = find_planner("home").run(p, dev, 600, swarm(10, 8));
+  REQUIRE(pl.feasible);
+  const report r = simulate(p, pl, dev, 600);
+  CHECK(r.time_us == 700);
+  CHECK(r.peak_bytes == 600);
+  CHECK(validate(p, pl, dev, 600).ok);
+  REQUIRE(pl.history.size() == 10);
+  CHECK(pl.history.back().time_us == 700);
+  CHECK(pl.history.back().excess_bytes == 0);
+}
+
+TEST_CASE("on three layers home finds the optimum of all 54 placements at every budget") {
+  const problem p = three_layers();
+  const detail::home::feature_maps fm(p);
+  for (const bytes_t budget : {700, 600, 500, 400, 300}) {
+    CAPTURE(budget);
+    detail::home::evaluator evaluate(p, dev, fm, budget, 0);
+    fitness best{std::numeric_limits<bytes_t>::max(), 0};
+    for (const auto& x : all_placements(fm)) best = std::min(best, evaluate(x));
+    const auto r = detail::home::search(p, dev, budget, fm, {30, 20}, planner_options{}, {});
+    CHECK(r.best_fitness == best);
+    const plan pl = find_planner("home").run(p, dev, budget, swarm(30, 20));
+    CHECK(pl.feasible == (best.excess_bytes == 0));
+    CHECK(validate(p, pl, dev, std::max(budget, pl.best_peak)).ok);
+  }
+}
+
+TEST_CASE("Algo 3's update equals its literal transcription, with fewer evaluations") {
+  const problem p = zoo("vgg16", 64);
+  const detail::home::feature_maps fm(p);
+  const bytes_t budget = p.baseline_peak() / 2;
+  detail::home::evaluator evaluate(p, find_device("rtx-2080ti"), fm, budget, 0);
+  std::uint64_t rng = 7;
+  const auto random = [&] {
+    std::vector<placement> x(fm.size());
+    for (std::size_t j = 0; j < fm.size(); ++j) {
+      x[j] = static_cast<placement>(detail::home::splitmix64(rng) % static_cast<std::uint64_t>(fm.choices(j)));
+    }
+    return x;
+  };
+  for (int trial = 0; trial < 5; ++trial) {
+    const auto p1 = random();
+    const auto p2 = random();
+    auto literal = random();
+    auto fast = literal;
+    // Algo 3 lines 4-13, word for word: two evaluations per tensor.
+    fitness o1;
+    fitness o2;
+    std::int64_t literal_evaluations = 0;
+    for (std::size_t j = 0; j < fm.size(); ++j) {
+      literal[j] = p1[j];
+      o1 = evaluate(literal);
+      literal[j] = p2[j];
+      o2 = evaluate(literal);
+      literal[j] = o1 < o2 ? p1[j] : p2[j];
+      literal_evaluations += 2;
+    }
+    const fitness literal_fitness = evaluate(literal);
+    const std::int64_t before = evaluate.evaluations();
+    const fitness fast_fitness = detail::home::update_particle(fast, evaluate(fast), p1, p2, evaluate);
+    CHECK(fast == literal);
+    CHECK(fast_fitness == literal_fitness);
+    CHECK(evaluate.evaluations() - before < literal_evaluations);
+  }
+}
+
+TEST_CASE("remembered evaluations equal full simulations of the emitted plan") {
+  const problem p = zoo("resnet50", 16);
+  const device_spec gpu = find_device("rtx-2080ti");
+  const detail::home::feature_maps fm(p);
+  const bytes_t budget = p.baseline_peak() * 6 / 10;
+  detail::home::evaluator remembering(p, gpu, fm, budget, 1 << 12);  // a small table: collisions evict
+  detail::home::evaluator plain(p, gpu, fm, budget, 0);
+  std::uint64_t rng = 3;
+  std::vector<std::vector<placement>> xs(40, std::vector<placement>(fm.size()));
+  for (auto& x : xs) {
+    for (std::size_t j = 0; j < fm.size(); ++j) {
+      x[j] = static_cast<placement>(detail::home::splitmix64(rng) % static_cast<std::uint64_t>(fm.choices(j)));
+    }
+  }
+  simulator sim;
+  for (int round = 0; round < 3; ++round) {
+    for (const auto& x : xs) {
+      const fitness f = remembering(x);
+      CHECK(f == plain(x));
+      const report full = sim.run(p, detail::home::emit(p, fm, x, budget).take(), gpu, budget);
+      if (full.feasible) CHECK(f == fitness{0, full.time_us});
+      if (!full.feasible) CHECK(f.excess_bytes > 0);
+    }
+  }
+  CHECK(remembering.evaluations() == 120);
+  CHECK(remembering.simulations() < 120);
+  CHECK(plain.simulations() == 120);
+}
+
+TEST_CASE("same seed, same plan on 1 and 2 threads; plans pass the validator") {
+  const problem p = zoo("resnet50", 32);
+  const device_spec gpu = find_device("rtx-2080ti");
+  const bytes_t budget = p.baseline_peak() * 55 / 100;
+  const plan one = find_planner("home").run(p, gpu, budget, swarm(6, 10, 1, 42));
+  const plan two = find_planner("home").run(p, gpu, budget, swarm(6, 10, 2, 42));
+  REQUIRE(one.feasible);
+  CHECK(one.decisions == two.decisions);
+  REQUIRE(one.actions.size() == two.actions.size());
+  for (std::size_t a = 0; a < one.actions.size(); ++a) {
+    CHECK(one.actions[a].kind == two.actions[a].kind);
+    CHECK(one.actions[a].step == two.actions[a].step);
+    CHECK(one.actions[a].tensor == two.actions[a].tensor);
+  }
+  CHECK(one.waits == two.waits);
+  REQUIRE(one.history.size() == 6);
+  for (std::size_t i = 0; i < 6; ++i) CHECK(one.history[i].time_us == two.history[i].time_us);
+  for (std::size_t i = 1; i < 6; ++i) CHECK(one.history[i].time_us <= one.history[i - 1].time_us);
+  const report r = simulate(p, one, gpu, budget);
+  CHECK(r.feasible);
+  CHECK(r.time_us == one.history.back().time_us);
+  const validation v = validate(p, one, gpu, budget);
+  CHECK(v.ok);
+  CHECK(v.time_us == doctest::Approx(r.time_us));
+}
+
+TEST_CASE("seeded with superneurons, home is never slower than superneurons") {
+  const problem p = zoo("resnet50", 32);
+  const device_spec gpu = find_device("rtx-2080ti");
+  const bytes_t budget = p.baseline_peak() * 7 / 10;
+  const plan sn = find_planner("superneurons").run(p, gpu, budget, planner_options{});
+  REQUIRE(sn.feasible);
+  const double sn_time = simulate(p, sn, gpu, budget).time_us;
+  planner_options o = swarm(3, 4);
+  o.extra["seed-with"] = "superneurons,checkpoint";
+  const plan home = find_planner("home").run(p, gpu, budget, o);
+  REQUIRE(home.feasible);
+  const report r = simulate(p, home, gpu, budget);
+  CHECK(r.time_us <= sn_time);
+  CHECK(validate(p, home, gpu, budget).ok);
+  // The seed's own placement, translated by home, is a particle of the first iteration.
+  const detail::home::feature_maps fm(p);
+  detail::home::evaluator evaluate(p, gpu, fm, budget, 0);
+  CHECK(home.history.front().time_us <= evaluate(fm.placement_of(sn)).time_us);
+}
+
+TEST_CASE("home's options: bad values and unknown seed planners are one-line errors") {
+  const problem p = three_layers();
+  planner_options o = swarm(0, 5);
+  CHECK_THROWS_WITH_AS(find_planner("home").run(p, dev, 600, o),
+                       "option '--iterations' takes a number from 1 to 100000, got '0'", invalid_argument);
+  o = swarm(2, 2);
+  o.extra["seed-with"] = "no-such-planner";
+  CHECK_THROWS_AS(find_planner("home").run(p, dev, 600, o), invalid_argument);
+  o.extra["seed-with"] = "home";
+  CHECK_THROWS_AS(find_planner("home").run(p, dev, 600, o), invalid_argument);
+  o.extra["seed-with"] = "none,none,none";
+  CHECK_THROWS_AS(find_planner("home").run(p, dev, 600, o), invalid_argument);  // 3 seeds, 2 particles
+  // Without the registry, seeding has no planners to run.
+  o.extra["seed-with"] = "none";
+  CHECK_THROWS_AS(home_planner{}(p, dev, 600, o), invalid_argument);
+}
+
+TEST_CASE("a time limit returns the best plan of the iterations done; progress reports each") {
+  const problem p = three_layers();
+  planner_options o = swarm(1000, 8);
+  o.time_limit_s = 1e-9;  // over after the first iteration
+  std::vector<std::string> lines;
+  o.progress = [&](std::string_view s) { lines.emplace_back(s); };
+  const plan pl = find_planner("home").run(p, dev, 600, o);
+  CHECK(pl.history.size() == 1);
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0].starts_with("home: iteration 1/1000, best "));
+  CHECK(validate(p, pl, dev, std::max<bytes_t>(600, pl.best_peak)).ok);
+}
