@@ -36,7 +36,7 @@ namespace capuchin {
 inline constexpr index_t max_guided_iterations = 100;
 /// At most this many times the policy is remade for a budget lower by
 /// 1 / `replan_step` of the real one each time.
-inline constexpr index_t max_replans = 8;
+inline constexpr index_t max_replans = 12;
 inline constexpr bytes_t replan_step = 32;
 
 /// Everything Capuchin learned on the way to its plan.
@@ -53,7 +53,9 @@ struct outcome {
 
 /// Plans `p` for `budget` as Capuchin does. Where a guided iteration still
 /// runs out of memory — where Capuchin falls back on passive mode at run
-/// time — the policy is remade for a lower budget; where a recomputation
+/// time — the policy is remade for a lower budget, and after half the
+/// re-plans, from the real budget again with recomputations only where their
+/// lineage fits beside what the back-access holds; where a recomputation
 /// had to bring a swapped source back on demand, it is remade without that
 /// swap; at most `max_replans` times.
 [[nodiscard]] inline outcome plan_capuchin(const problem& p, const device_spec& dev, bytes_t budget) {
@@ -69,8 +71,9 @@ struct outcome {
   simulator sim;
   bytes_t target = budget;
   std::vector<std::uint8_t> no_swap(p.num_tensors(), 0);
+  bool lineage_must_fit = false;
   for (;; ++out.replans) {
-    const policy pol = choose_policy(p, out.measured, dev, target, no_swap);
+    const policy pol = choose_policy(p, out.measured, dev, target, no_swap, lineage_must_fit);
     guided_execution g = guide(p, out.measured, dev, budget, pol, max_guided_iterations, sim);
     if ((g.sim.feasible && g.on_demand.empty()) || out.replans == max_replans) {
       out.result = std::move(g.result);
@@ -82,10 +85,16 @@ struct outcome {
       return out;
     }
     // A swapped tensor that came back on demand for a recomputation stays
-    // on the device next time; a plan that ran out of memory is remade for
-    // a lower budget.
+    // on the device next time; a plan that ran out of memory is remade with
+    // recomputations only where their lineage fits, then for a lower budget.
     for (const index_t t : g.on_demand) no_swap[static_cast<std::size_t>(t)] = 1;
-    if (!g.sim.feasible) target -= budget / replan_step;
+    if (!g.sim.feasible) {
+      target -= budget / replan_step;
+      if (out.replans + 1 == max_replans / 2) {
+        lineage_must_fit = true;
+        target = budget;
+      }
+    }
   }
 }
 

@@ -70,8 +70,12 @@ inline void place_swap_ins(const problem& p, const measured_execution& m, const 
 /// Algo 1 under `budget`, from the access list of measured execution.
 /// \param no_swap per tensor (or empty): 1 where a guided iteration found
 ///        that swapping it makes a recomputation wait for it (see `plan_capuchin`).
+/// \param lineage_must_fit a recomputation whose lineage would not fit
+///        beside what its back-access holds loses to any swap (after a
+///        guided iteration ran out of memory).
 [[nodiscard]] inline policy choose_policy(const problem& p, const measured_execution& m, const device_spec& dev,
-                                          bytes_t budget, std::span<const std::uint8_t> no_swap = {}) {
+                                          bytes_t budget, std::span<const std::uint8_t> no_swap = {},
+                                          bool lineage_must_fit = false) {
   policy out{{}, memory_estimate(m.memory, budget)};
   memory_estimate& mem = out.memory;
   const std::vector<candidate> cands = identify_candidates(p, m, dev, mem);
@@ -84,6 +88,23 @@ inline void place_swap_ins(const problem& p, const measured_execution& m, const 
   // recomputation that would start from it while it is away exclude each other.
   std::vector<std::pair<index_t, index_t>> away(p.num_tensors(), {no_index, no_index});
   std::vector<index_t> recomputed;  // chosen recomputation targets (candidate indices)
+  // The most a candidate's lineage holds at once besides the tensor itself
+  // while it runs again: the lineage releases each output once the next op
+  // has read it (guided.hpp), so one op's outputs and its input from the lineage.
+  const auto lineage_transient = [&](index_t i) {
+    const index_t t = cands[static_cast<std::size_t>(i)].tensor;
+    bytes_t most = 0;
+    bytes_t previous = 0;
+    for (const index_t op : rec.of(i).ops) {
+      bytes_t made = 0;
+      for (const index_t y : p.outputs(op)) {
+        if (y != t) made += p.bytes[static_cast<std::size_t>(y)];
+      }
+      most = std::max(most, made + previous);
+      previous = made;
+    }
+    return most;
+  };
   const auto away_at = [&](index_t t, index_t step) {
     const auto& [from, to] = away[static_cast<std::size_t>(t)];
     return from != no_index && from <= step && step <= to;
@@ -134,22 +155,18 @@ inline void place_swap_ins(const problem& p, const measured_execution& m, const 
       }
     }
     if (!have_swap && best == no_index) break;  // nothing left to evict
-    // Lines 6-11: the smaller overhead is confirmed; the other stays a candidate.
-    if (best != no_index && (!have_swap || rec.overhead_us(best) < swap.overhead_us)) {
+    // Lines 6-11: the smaller overhead is confirmed; the other stays a
+    // candidate.
+    const bool lineage_fits = !lineage_must_fit || (best != no_index &&
+                                                    mem.at(cands[static_cast<std::size_t>(best)].back_access) +
+                                                            lineage_transient(best) <= budget);
+    if (best != no_index && (!have_swap || (lineage_fits && rec.overhead_us(best) < swap.overhead_us))) {
       const auto bi = static_cast<std::size_t>(best);
       const candidate& c = cands[bi];
-      const auto& target = rec.of(best);
-      // Freed after its evicted-access; on demand, its lineage's other
-      // outputs exist for a moment at the back-access.
-      bytes_t transient = 0;
-      for (const index_t op : target.ops) {
-        for (const index_t t : p.outputs(op)) {
-          if (t != c.tensor) transient += p.bytes[static_cast<std::size_t>(t)];
-        }
-      }
+      // Freed after its evicted-access; back on demand at its back-access.
       const bytes_t bytes = p.bytes[static_cast<std::size_t>(c.tensor)];
       mem.add(c.evicted_access + 1, c.back_access - 1, -bytes);
-      mem.add(c.back_access, c.back_access, transient);
+      mem.add(c.back_access, c.back_access, lineage_transient(best));
       out.evictions.push_back({c, regeneration::recompute, no_index, 0, rec.overhead_us(best)});
       rec.choose(best);
       recomputed.push_back(best);
