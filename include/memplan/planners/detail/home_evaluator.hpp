@@ -28,9 +28,12 @@ namespace memplan::detail::home {
 /// HOME §3.3's numbering of the actions a feature map may take.
 enum class placement : std::uint8_t { retain = 0, swap = 1, recompute = 2 };
 
-/// The dimensions of a particle: the feature maps, i.e. the tensors the
-/// forward pass makes and the backward pass reads again (HOME §3.3: "each
-/// layer of the DNN model has one feature map").
+/// The dimensions of a particle: the feature maps, i.e. the outputs of the
+/// forward layers and the input batch (HOME §3.3: "each layer of the DNN
+/// model has one feature map") that something reads. Those the backward
+/// pass reads are the ones that matter most, but the others count too: a
+/// recomputed feature map's producer reads them again in the backward pass,
+/// so they stay on the device unless they are evicted as well.
 struct feature_maps {
   std::vector<index_t> tensor;               ///< per feature map
   std::vector<std::uint8_t> can_recompute;   ///< per feature map: its producer may run again
@@ -42,9 +45,12 @@ struct feature_maps {
     std::vector<index_t> done;
     for (std::size_t t = 0; t < p.num_tensors(); ++t) {
       const auto ti = static_cast<index_t>(t);
-      if (!uses.saved_for_backward(p, ti)) continue;
+      const index_t made = p.producer[t];
+      if (p.kind[t] != tensor_kind::activation && p.kind[t] != tensor_kind::input) continue;
+      if (made != no_index && p.op_phase[static_cast<std::size_t>(made)] != phase::forward) continue;
+      if (p.uses(ti).empty() || uses.forward_done(p, ti) == no_index) continue;
       tensor.push_back(ti);
-      can_recompute.push_back(uses.droppable(p, ti) ? 1 : 0);
+      can_recompute.push_back(made != no_index && p.recomputable[static_cast<std::size_t>(made)] != 0 ? 1 : 0);
       done.push_back(uses.forward_done(p, ti));
       ++done_begin[static_cast<std::size_t>(done.back()) + 1];
     }
