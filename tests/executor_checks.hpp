@@ -19,13 +19,18 @@
 #include <string>
 #include <vector>
 
-#include "executor_workload.hpp"
+#include "float_net.hpp"
 #include "memplan/cost/devices.hpp"
 #include "memplan/planners/registry.hpp"
 #include "memplan/runtime/executor.hpp"
 #include "memplan/sim/validator.hpp"
 
 namespace memplan::test {
+
+using example::float_workload;
+using example::make_float_workload;
+using example::matches;
+using example::run_float_op;
 
 /// Per action: how many of the tensors its op read or wrote differ from the
 /// reference (each slot written by one action only, read after the run).

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "executor_checks.hpp"
-#include "executor_workload.hpp"
+#include "float_net.hpp"
 #include "memplan/cost/devices.hpp"
 #include "memplan/host/device.hpp"
 #include "memplan/planners/registry.hpp"
@@ -29,7 +29,7 @@ using runtime::executor;
 using runtime::op_call;
 
 /// Loads a tensor without a producer from the workload's reference values.
-auto loader(const test::float_workload& w) {
+auto loader(const example::float_workload& w) {
   return [&w](index_t t, void* address, host::stream_view) {
     const auto& v = w.values[static_cast<std::size_t>(t)];
     std::memcpy(address, v.data(), v.size() * sizeof(float));
@@ -42,18 +42,18 @@ struct host_backend {
   static std::unique_ptr<device> make(bytes_t arena, bytes_t pinned) {
     return std::make_unique<device>(host::device_options{.arena_bytes = arena, .pinned_bytes = pinned, .before_copy = {}});
   }
-  static auto op(const test::float_workload& w, test::integrity& check) {
+  static auto op(const example::float_workload& w, test::integrity& check) {
     return [&w, &check](const op_call& call, host::stream_view) { check.check(w, call); };
   }
-  static auto load(const test::float_workload& w) { return loader(w); }
+  static auto load(const example::float_workload& w) { return loader(w); }
 };
 
-runtime::run_stats run_checked(const test::float_workload& w, const plan& pl, bytes_t budget) {
+runtime::run_stats run_checked(const example::float_workload& w, const plan& pl, bytes_t budget) {
   host_backend backend;
   return test::run_checked(backend, w, pl, budget);
 }
 
-auto checked_op(const test::float_workload& w, test::integrity& check) { return host_backend::op(w, check); }
+auto checked_op(const example::float_workload& w, test::integrity& check) { return host_backend::op(w, check); }
 
 }  // namespace
 
@@ -61,7 +61,7 @@ TEST_CASE("the workload's reference: a hand-checked matmul and the chain's shape
   // One layer, batch 8, width 32: 8 ops (matmul, relu, loss, relu_grad,
   // matmul_grad_w, matmul_grad_x, sgd) = 7, tensors x, target, w1, z1, r1,
   // g_out, gz1, gw1, gh0, w1_new = 10.
-  const auto w = test::make_float_workload(1, false);
+  const auto w = example::make_float_workload(1, false);
   CHECK(w.p.num_steps() == 7);
   CHECK(w.p.num_tensors() == 10);
   CHECK(w.p.bytes[0] == 8 * 32 * 4);
@@ -76,7 +76,7 @@ TEST_CASE("the workload's reference: a hand-checked matmul and the chain's shape
 TEST_CASE("executor on a hand plan: swap and recompute give the reference numbers; peak by hand") {
   // Two-layer chain. Every tensor is a multiple of 256 B, so arena
   // footprints equal bytes.
-  const auto w = test::make_float_workload(2, false);
+  const auto w = example::make_float_workload(2, false);
   const problem& p = w.p;
   // Steps: 0 matmul1 1 relu1 2 matmul2 3 relu2 4 loss 5 relu_grad2
   // 6 matmul_grad_w2 7 matmul_grad_x2 8 relu_grad1 9 matmul_grad_w1
@@ -123,7 +123,7 @@ TEST_CASE("executor on a hand plan: swap and recompute give the reference number
 }
 
 TEST_CASE("executor: split ops get parts and one part's workspace; a recompute leaves resident outputs alone") {
-  const auto w = test::make_float_workload(2, false);
+  const auto w = example::make_float_workload(2, false);
   const problem& p = w.p;
   plan_builder b(p, "parts", 1 << 20);
   b.compute(0, 4);    // matmul1 in 4 row blocks: 512 B workspace -> 128 B per part
@@ -205,7 +205,7 @@ TEST_CASE("executor: holes that only moving blocks can close are compacted, and 
 }
 
 TEST_CASE("executor faults: a throwing op or copy names the action, and every byte comes back") {
-  const auto w = test::make_float_workload(4, true);
+  const auto w = example::make_float_workload(4, true);
   const device_spec spec = find_device("titan-rtx");
   // The tightest budget (in 5% steps) at which vdnn-all fits.
   bytes_t budget = 0;
@@ -232,7 +232,7 @@ TEST_CASE("executor faults: a throwing op or copy names the action, and every by
     REQUIRE(failing != no_index);
     auto op = [&](const op_call& call, host::stream_view) {
       if (call.step == 5) throw std::runtime_error("kernel exploded");
-      test::run_float_op(w, call);
+      example::run_float_op(w, call);
     };
     try {
       (void)ex.run(op, loader(w));
@@ -280,7 +280,7 @@ TEST_CASE("executor faults: a throwing op or copy names the action, and every by
     plan tight = pl;
     tight.budget = small;
     executor<host::device> ex(dev, w.p, tight);
-    CHECK_THROWS_WITH_AS((void)ex.run([&](const op_call& call, host::stream_view) { test::run_float_op(w, call); },
+    CHECK_THROWS_WITH_AS((void)ex.run([&](const op_call& call, host::stream_view) { example::run_float_op(w, call); },
                                       loader(w)),
                          doctest::Contains("executor: out of device memory at action"), infeasible_budget);
     CHECK(dev.arena().in_use() == 0);

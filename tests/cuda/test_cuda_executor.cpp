@@ -18,7 +18,7 @@
 #include <cuda_runtime_api.h>
 
 #include "executor_checks.hpp"
-#include "executor_workload.hpp"
+#include "float_net.hpp"
 #include "memplan/cost/devices.hpp"
 #include "memplan/cost/profile.hpp"
 #include "memplan/cuda/device.hpp"
@@ -41,7 +41,7 @@ struct pinned_free {
 
 /// One op call staged through pinned host memory.
 struct staged {
-  const test::float_workload* w = nullptr;
+  const example::float_workload* w = nullptr;
   test::integrity* check = nullptr;
   runtime::op_call call;
   std::vector<void*> in, out;
@@ -61,7 +61,7 @@ struct cuda_backend {
     calls.clear();
     return std::make_unique<device>(cuda::device_options{.ordinal = 0, .arena_bytes = arena, .pinned_bytes = pinned});
   }
-  auto op(const test::float_workload& w, test::integrity& check) {
+  auto op(const example::float_workload& w, test::integrity& check) {
     return [this, &w, &check](const runtime::op_call& call, cuda::stream_view v) {
       auto s = std::make_unique<staged>();
       s->w = &w;
@@ -98,7 +98,7 @@ struct cuda_backend {
       calls.push_back(std::move(s));
     };
   }
-  static auto load(const test::float_workload& w) {
+  static auto load(const example::float_workload& w) {
     return [&w](index_t t, void* address, cuda::stream_view v) {
       const auto& values = w.values[static_cast<std::size_t>(t)];
       MEMPLAN_CUDA_TRY(cudaMemcpyAsync(address, values.data(), values.size() * sizeof(float), cudaMemcpyHostToDevice, v));
@@ -116,7 +116,7 @@ TEST_CASE("cuda executor: every registered planner, several budgets: bit-identic
 
 TEST_CASE("cuda executor: a throwing op names the action; arena and pinned pool get every byte back") {
   if (!have_gpu()) return;
-  const auto w = test::make_float_workload(4, true);
+  const auto w = example::make_float_workload(4, true);
   const plan pl = find_planner("vdnn-all").run(w.p, find_device("titan-rtx"), w.p.baseline_peak(), planner_options{});
   REQUIRE(pl.feasible);
   cuda::device dev({.ordinal = 0, .arena_bytes = w.p.baseline_peak(), .pinned_bytes = runtime::layout_of(w.p, pl).pinned_peak});

@@ -1,13 +1,14 @@
 #pragma once
-// A training step that computes real numbers, for the executor's
-// data-integrity tests: a chain (MLP) or a residual network of matmul,
-// relu and add on float matrices, with loss, backward and SGD update ops,
-// built as a memplan::graph so that the planners have something to plan.
-// `reference` evaluates it in schedule order with no planning at all; `run`
-// is the op callback a framework would hand the executor. Ops honour
-// `parts` by computing their output rows in that many row blocks, and use
-// their workspace as scratch, so a workspace overlapping a live tensor would
-// corrupt results.
+// A framework's side of memplan, in miniature: a training step of float
+// matrices — a chain (MLP) or a residual network of matmul, relu and add,
+// with loss gradient, backward and SGD update ops — built as a
+// memplan::graph so that planners have something to plan, and the op
+// callback the executor calls. `make_float_workload` also evaluates the
+// step once in schedule order with no planning (`values`): the reference
+// every planned run must match bit for bit (tests/test_executor.cpp) and
+// the trainer (train.cpp) prints. Ops honour `parts` by computing their
+// output rows in that many row blocks, and use their workspace as scratch,
+// so a workspace overlapping a live tensor would corrupt results.
 
 #include <algorithm>
 #include <cstddef>
@@ -21,7 +22,7 @@
 #include "memplan/problem.hpp"
 #include "memplan/runtime/executor.hpp"
 
-namespace memplan::test {
+namespace memplan::example {
 
 enum class float_op : std::uint8_t {
   matmul,         // out = in0 · in1                (B×D · D×D)
@@ -41,7 +42,8 @@ struct float_workload {
   std::vector<float_op> kind;  ///< per graph op
   problem p;
   std::vector<std::vector<float>> values;  ///< per tensor: the reference values
-  std::vector<index_t> updated;            ///< the new parameters the update ops write
+  std::vector<index_t> weights;            ///< the parameters, layer by layer
+  std::vector<index_t> updated;            ///< the new parameters the update ops write, layer by layer
 
   [[nodiscard]] int rows(index_t t) const {
     return static_cast<int>(p.bytes[static_cast<std::size_t>(t)] / (4 * width));
@@ -158,6 +160,7 @@ inline float_workload make_float_workload(int layers, bool residual, int batch =
     add_op(w, "sgd" + std::to_string(i), float_op::sgd, {weight[li], weight_grad[li]}, w.updated.back(),
            phase::update);
   }
+  w.weights = weight;
   schedule order(w.g.num_ops());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<index_t>(i);
   w.p = compile(w.g, order);
@@ -206,4 +209,4 @@ inline bool matches(const float_workload& w, index_t t, const void* address) {
   return std::memcmp(ref.data(), address, ref.size() * sizeof(float)) == 0;
 }
 
-}  // namespace memplan::test
+}  // namespace memplan::example
