@@ -7,6 +7,7 @@
 //   memplan maxbatch --model M --device D [--budget SIZE] [--planners a,b,...] [--max-overhead X] [--json]
 //   memplan simulate --graph G --plan P --device D [--budget SIZE] [--json] [--trace t.json]
 //   memplan validate --graph G --plan P --budget SIZE [--device D] [--json]
+//   memplan import   --dtr-log FILE [--out g.json]
 //
 // Exit status: 0 success, 1 bad input, 2 infeasible budget.
 
@@ -28,6 +29,7 @@
 #include "arguments.hpp"
 #include "memplan/cost/devices.hpp"
 #include "memplan/cost/profile.hpp"
+#include "memplan/io/dtr_log.hpp"
 #include "memplan/io/graph_json.hpp"
 #include "memplan/io/plan_json.hpp"
 #include "memplan/io/report_json.hpp"
@@ -47,7 +49,7 @@ using namespace memplan::io;
 
 constexpr option_spec model_options[] = {{"model"},  {"batch"},     {"scale"},  {"resolution"}, {"seq-len"},
                                          {"dtype"},  {"optimizer"}, {"layers"}, {"cifar", false}};
-constexpr option_spec source_options[] = {{"graph"}, {"device"}, {"device-profile"}, {"json", false}};
+constexpr option_spec source_options[] = {{"graph"}, {"dtr-log"}, {"device"}, {"device-profile"}, {"json", false}};
 
 /// The options of a command: its own plus, where it reads a SOURCE, the source options.
 std::vector<option_spec> accepted(std::initializer_list<option_spec> own, bool with_source) {
@@ -106,10 +108,15 @@ struct source {
   problem p;
 };
 
-/// SOURCE := --model NAME [model options] | --graph FILE.json
+/// SOURCE := --model NAME [model options] | --graph FILE.json | --dtr-log FILE
 source load_source(const arguments& args, const device_spec& device) {
-  MEMPLAN_EXPECTS(args.has("model") != args.has("graph"), invalid_argument,
-                  "give exactly one SOURCE: --model NAME or --graph FILE.json");
+  MEMPLAN_EXPECTS(int{args.has("model")} + int{args.has("graph")} + int{args.has("dtr-log")} == 1, invalid_argument,
+                  "give exactly one SOURCE: --model NAME, --graph FILE.json or --dtr-log FILE");
+  if (const auto log = args.get("dtr-log")) {
+    dtr_log read = read_dtr_log_file(*log);
+    problem p = compile(read.graph, read.schedule);
+    return {std::move(read.graph), std::move(p)};
+  }
   if (const auto m = args.get("model")) {
     graph g = model::build(*m, read_model_options(args), device);
     problem p = compile(g);
@@ -243,6 +250,19 @@ std::vector<std::string> all_planner_names() {
 }
 
 // ---- commands ----
+
+/// `import --dtr-log FILE [--out g.json]`: the log as a memplan-graph document.
+int cmd_import(const arguments& args) {
+  const dtr_log log = read_dtr_log_file(args.require("dtr-log"));
+  if (const auto out = args.get("out")) {
+    std::ofstream f(*out);
+    MEMPLAN_EXPECTS(f.good(), invalid_argument, "--out: cannot write '", *out, "'");
+    write_graph(f, log.graph, log.schedule);
+  } else {
+    write_graph(std::cout, log.graph, log.schedule);
+  }
+  return 0;
+}
 
 int cmd_models(const arguments& args) {
   if (args.has("json")) {
@@ -496,8 +516,10 @@ const char* usage =
     "  maxbatch --model M --device D [--budget SIZE] [--planners a,b,...] [--max-overhead X] [--json]\n"
     "  simulate --graph G --plan P --device D [--budget SIZE] [--json] [--trace t.json]\n"
     "  validate --graph G --plan P --budget SIZE [--json]\n"
+    "  import   --dtr-log FILE [--out g.json]         a DTR operator log as a memplan-graph document\n"
     "SOURCE := --model NAME [--batch N] [--scale K] [--resolution R] [--seq-len L] [--dtype fp32|fp16|bf16]\n"
     "          [--optimizer sgd|adam] [--layers N] [--cifar] | --graph FILE.json\n"
+    "          | --dtr-log FILE\n"
     "SIZE   := bytes | 24GiB | 11GB | 800MiB | 60%   (percent of the baseline peak)\n";
 
 int dispatch(std::string_view command, std::span<const char* const> rest) {
@@ -514,6 +536,7 @@ int dispatch(std::string_view command, std::span<const char* const> rest) {
   };
   if (command == "models") return cmd_models(arguments(command, accepted({{"json", false}}, false), rest));
   if (command == "info") return cmd_info(arguments(command, accepted({}, true), rest));
+  if (command == "import") return cmd_import(arguments(command, accepted({{"dtr-log"}, {"out"}}, false), rest));
   if (command == "plan") {
     return cmd_plan(arguments(command, with_planner({{"budget"}, {"planner"}, {"out"}, {"trace"}}), rest));
   }

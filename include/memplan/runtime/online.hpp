@@ -138,6 +138,7 @@ class online_runtime {
  private:
   bool step(index_t s) {
     state_.set_step(s);
+    step_recomputes_ = 0;
     const auto inputs = p_->inputs(s);
     for (const index_t t : inputs) state_.pin(t);
     for (const index_t t : inputs) {
@@ -146,6 +147,11 @@ class online_runtime {
     if (!run_op(s, action_kind::compute)) return false;
     for (const index_t t : inputs) state_.unpin(t);
     for (const index_t t : dies_at_[static_cast<std::size_t>(s)]) retire(t);
+    // Dead tensors a recompute brought back (as its inputs, or as other
+    // outputs of its op) go once the step is done: retiring them earlier
+    // would recompute a shared dead ancestor once per path to it.
+    for (const index_t t : revived_) retire(t);
+    revived_.clear();
     if constexpr (requires { policy_->early_start(); }) {
       // DELTA Algo 1 line 11 / §4.3: start releasing at 3/4 of the budget so
       // that offloads overlap compute; evictions gain nothing by coming early.
@@ -182,9 +188,8 @@ class online_runtime {
     for (const index_t t : p_->outputs(s)) {
       if (state_.where(t) == residence::resident) continue;
       state_.make_resident(t);
-      // A recompute remakes every missing output; one already dead goes
-      // again, unless it is an input being brought back.
-      if (!state_.pinned(t)) retire_if_dead(t);
+      // A recompute remakes every missing output, dead ones too.
+      if (dead(t)) revived_.push_back(t);
     }
     return true;
   }
@@ -220,12 +225,16 @@ class online_runtime {
     for (const index_t in : inputs) {
       if (!bring(in)) return false;
     }
+    // More recomputes for one step than there are steps: every op ran again
+    // and still nothing fits; what is left is evicting and remaking the same
+    // tensors (thrashing).
+    if (++step_recomputes_ > static_cast<index_t>(p_->num_steps())) {
+      return fail(memplan::detail::concat("rematerialisation thrashes (", step_recomputes_,
+                                          " recomputes for one step)"));
+    }
     if (!run_op(r, action_kind::recompute)) return false;
     ++counts_.recomputations;
     for (const index_t in : inputs) state_.unpin(in);
-    for (const index_t in : inputs) {
-      if (!state_.pinned(in)) retire_if_dead(in);
-    }
     return true;
   }
 
@@ -280,10 +289,8 @@ class online_runtime {
     if (w == residence::resident || w == residence::offloaded) state_.make_evicted(t);
   }
 
-  /// Retires t if it was brought back after its death (to serve a recompute).
-  void retire_if_dead(index_t t) {
-    if (death_[static_cast<std::size_t>(t)] < state_.step()) retire(t);
-  }
+  /// Read for the last time before the current step.
+  [[nodiscard]] bool dead(index_t t) const { return death_[static_cast<std::size_t>(t)] < state_.step(); }
 
   bool fail(std::string why) {
     const auto s = static_cast<std::size_t>(state_.step());
@@ -300,6 +307,8 @@ class online_runtime {
   std::vector<index_t> death_;
   std::vector<std::vector<index_t>> dies_at_;
   online_counts counts_;
+  index_t step_recomputes_ = 0;
+  std::vector<index_t> revived_;  ///< dead tensors recomputed during the current step
   index_t last_compute_ = no_index;  ///< the compute-stream action issued last
 };
 

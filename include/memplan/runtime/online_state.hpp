@@ -18,12 +18,13 @@
 /// cost of a resident tensor t is c0(t) (its producer's time) plus the cost
 /// of every distinct evicted class adjacent to t: what evicting t would make
 /// rematerialising it, or its evicted neighbours, cost. The index caches this
-/// cost per candidate and refreshes it for the neighbours of every tensor
-/// whose residence changes; a class that grows through a distant member does
-/// not refresh every tensor bordering it (a further approximation, bounded
-/// by the next change next to that tensor).
+/// cost per candidate; each class keeps the list of candidates on its border,
+/// and every change of a class's cost (a member evicted, classes merged, a
+/// member brought back) recomputes theirs, so the cached costs stay exact
+/// and a decision never walks the graph.
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -56,7 +57,7 @@ class online_state {
       : p_(&p), budget_(budget), offloads_(offloads), where_(p.num_tensors(), residence::unmade),
         pins_(p.num_tensors(), 0), host_copy_(p.num_tensors(), 0), in_flight_(p.num_tensors(), 0),
         last_access_(p.num_tensors(), 0), position_(p.num_tensors(), no_index), node_(p.num_tensors(), no_index),
-        own_cost_(p.num_tensors(), 0) {
+        own_cost_(p.num_tensors(), 0), seen_(p.num_tensors(), 0) {
     for (std::size_t t = 0; t < p.num_tensors(); ++t) {
       const index_t made = p.producer[t];
       own_cost_[t] = made != no_index && p.recomputable[static_cast<std::size_t>(made)] != 0
@@ -105,9 +106,30 @@ class online_state {
     const float* bytes = cand_bytes_.data();
     const float* last = cand_last_.data();
     float* out = scores_.data();
+    // Scores first (a loop the compiler vectorises), then the minimum in
+    // `lanes` independent chains (no loop-carried dependence on one value),
+    // ties to the lowest index.
     for (std::size_t i = 0; i < n; ++i) out[i] = score(cost[i], bytes[i], now - last[i] + min_staleness_us);
+    constexpr std::size_t lanes = 8;
+    std::array<float, lanes> low;
+    std::array<std::size_t, lanes> at_low{};
+    low.fill(std::numeric_limits<float>::infinity());
+    std::size_t i = 0;
+    for (; i + lanes <= n; i += lanes) {
+      for (std::size_t j = 0; j < lanes; ++j) {
+        const bool better = out[i + j] < low[j];
+        low[j] = better ? out[i + j] : low[j];
+        at_low[j] = better ? i + j : at_low[j];
+      }
+    }
     std::size_t best = 0;
-    for (std::size_t i = 1; i < n; ++i) best = out[i] < out[best] ? i : best;
+    float value = std::numeric_limits<float>::infinity();
+    for (std::size_t j = 0; j < lanes; ++j) {
+      if (low[j] < value || (low[j] == value && at_low[j] < best)) value = low[j], best = at_low[j];
+    }
+    for (; i < n; ++i) {  // the tail: later indices, so only a smaller score wins
+      if (out[i] < value) value = out[i], best = i;
+    }
     return cand_[best];
   }
 
@@ -137,12 +159,14 @@ class online_state {
     peak_ = std::max(peak_, used_);
     in_flight_[ti] = by_prefetch ? 1 : 0;
     last_access_[ti] = now_us_;
+    index_t left = no_index;
     if (node_[ti] != no_index) {  // DTR: leave the class, taking t's cost out of it
-      class_cost_[static_cast<std::size_t>(find(node_[ti]))] -= own_cost_[ti];
+      left = find(node_[ti]);
+      class_cost_[static_cast<std::size_t>(left)] -= own_cost_[ti];
       node_[ti] = no_index;
     }
     enter_index(t);
-    refresh_neighbours(t);
+    if (left != no_index) refresh_border(left);
   }
   /// t leaves the device (or its host copy is dropped) without a copy; a
   /// recomputable t joins the evicted classes.
@@ -153,16 +177,20 @@ class online_state {
     node_[ti] = static_cast<index_t>(uf_parent_.size());
     uf_parent_.push_back(node_[ti]);
     class_cost_.push_back(own_cost_[ti]);
+    border_.emplace_back();
     for_each_neighbour(t, [&](index_t n) {
       if (node_[at(n)] != no_index && n != t) unite(node_[ti], node_[at(n)]);
     });
-    refresh_neighbours(t);
+    const index_t r = find(node_[ti]);
+    for_each_neighbour(t, [&](index_t n) {
+      if (position_[at(n)] != no_index) border_[static_cast<std::size_t>(r)].push_back(n);
+    });
+    refresh_border(r);
   }
   /// t leaves the device with a host copy.
   void make_offloaded(index_t t) {
-    release(t, residence::offloaded);
+    release(t, residence::offloaded);  // no class: DTR counts evicted neighbours only
     host_copy_[at(t)] = 1;
-    refresh_neighbours(t);
   }
   /// Memory the current op needs beyond its tensors (workspace), held for
   /// its duration: counts towards the peak.
@@ -192,7 +220,7 @@ class online_state {
     if (position_[at(t)] != no_index || !eligible(t)) return;
     position_[at(t)] = static_cast<index_t>(cand_.size());
     cand_.push_back(t);
-    cand_cost_.push_back(neighbourhood_cost(t));
+    cand_cost_.push_back(neighbourhood_cost(t, true));
     cand_bytes_.push_back(static_cast<float>(p_->bytes[at(t)]));
     cand_last_.push_back(static_cast<float>(last_access_[at(t)]));
   }
@@ -226,7 +254,9 @@ class online_state {
       for (const index_t out : p_->outputs(u)) f(out);
     }
   }
-  [[nodiscard]] float neighbourhood_cost(index_t t) const {
+  /// c0(t) plus each distinct evicted class next to t; `enlist` records t
+  /// on the border of those classes.
+  [[nodiscard]] float neighbourhood_cost(index_t t, bool enlist = false) const {
     float cost = own_cost_[at(t)];
     roots_.clear();
     for_each_neighbour(t, [&](index_t n) {
@@ -237,14 +267,26 @@ class online_state {
       roots_.push_back(r);
       cost += class_cost_[static_cast<std::size_t>(r)];
     });
+    if (enlist) {
+      for (const index_t r : roots_) border_[static_cast<std::size_t>(r)].push_back(t);
+    }
     return cost;
   }
-  void refresh_neighbours(index_t t) {
-    for_each_neighbour(t, [&](index_t n) {
-      if (const index_t i = position_[at(n)]; i != no_index) {
-        cand_cost_[static_cast<std::size_t>(i)] = neighbourhood_cost(n);
-      }
-    });
+  /// Recomputes the cached cost of every candidate on the border of class
+  /// r, whose cost changed, and drops the entries that are no longer
+  /// candidates or repeat.
+  void refresh_border(index_t r) {
+    auto& list = border_[static_cast<std::size_t>(r)];
+    ++stamp_;
+    std::size_t kept = 0;
+    for (const index_t n : list) {
+      const index_t i = position_[at(n)];
+      if (i == no_index || seen_[at(n)] == stamp_) continue;
+      seen_[at(n)] = stamp_;
+      cand_cost_[static_cast<std::size_t>(i)] = neighbourhood_cost(n);
+      list[kept++] = n;
+    }
+    list.resize(kept);
   }
   [[nodiscard]] index_t find(index_t x) const {
     while (uf_parent_[static_cast<std::size_t>(x)] != x) {
@@ -258,8 +300,15 @@ class online_state {
     a = find(a);
     b = find(b);
     if (a == b) return;
+    // The root with the longer border list stays root: lists move small to large.
+    if (border_[static_cast<std::size_t>(a)].size() < border_[static_cast<std::size_t>(b)].size()) std::swap(a, b);
     uf_parent_[static_cast<std::size_t>(b)] = a;
     class_cost_[static_cast<std::size_t>(a)] += class_cost_[static_cast<std::size_t>(b)];
+    auto& into = border_[static_cast<std::size_t>(a)];
+    auto& from = border_[static_cast<std::size_t>(b)];
+    into.insert(into.end(), from.begin(), from.end());
+    from.clear();
+    from.shrink_to_fit();
   }
 
   const problem* p_;
@@ -287,6 +336,11 @@ class online_state {
   // Evicted classes (union-find over eviction events).
   mutable std::vector<index_t> uf_parent_;
   std::vector<float> class_cost_;
+  /// Per class root: tensors that were candidates next to the class when
+  /// last seen (kept so that a change of its cost reaches them).
+  mutable std::vector<std::vector<index_t>> border_;
+  std::vector<std::uint32_t> seen_;  ///< per tensor: refresh_border's stamp
+  std::uint32_t stamp_ = 0;
   mutable std::vector<index_t> roots_;
 };
 
