@@ -277,6 +277,24 @@ TEST_CASE("capuchin on zoo models: validator-clean plans under the P100's 16 GiB
   }
 }
 
+TEST_CASE("capuchin at a batch where the host link saturates: a valid hybrid plan after re-plans") {
+  // resnet50 at batch 1000 on the P100: 80.9 GiB with no planning, five
+  // times the memory; swaps alone cannot be hidden and the first guided
+  // iterations run out of memory, so the plan comes from a re-plan.
+  const device_spec& p100 = find_device("p100");
+  model::options o;
+  o.batch = 1000;
+  const problem p = compile(model::build("resnet50", o, p100));
+  const capuchin::outcome out = capuchin::plan_capuchin(p, p100, p100.memory_bytes);
+  REQUIRE(out.result.feasible);
+  CHECK(out.replans >= 1);
+  CHECK(out.replans <= capuchin::max_replans);
+  CHECK(out.swaps > 0);
+  CHECK(out.recomputations > 0);
+  CHECK(out.sim.peak_bytes <= p100.memory_bytes);
+  check_valid(p, out.result, p100, p100.memory_bytes);
+}
+
 TEST_CASE("§6.3.2: at 1.2x the largest batch `none` fits, capuchin only swaps and costs at most 3 %") {
   const device_spec& p100 = find_device("p100");
   for (const char* name : {"resnet50", "bert-base", "vgg16"}) {
