@@ -232,6 +232,10 @@ TEST_CASE("feedback: a late swap-in moves its in-trigger earlier by 5 % of its s
   const capuchin::guided_execution g = capuchin::guide(p, m, dev, unlimited, pol, 100, sim);
   CHECK(g.iterations == 2);
   CHECK(g.trigger_moves == 1);
+  // One point per iteration: 200 µs late, then on time (the 1,800 µs baseline).
+  REQUIRE(g.history.size() == 2);
+  CHECK(g.history[0].time_us == doctest::Approx(2000));
+  CHECK(g.history[1].time_us == doctest::Approx(1800));
   CHECK(g.triggers == std::vector<index_t>{7});
   CHECK(g.sim.feasible);
   CHECK(g.sim.stall_us == doctest::Approx(0));
@@ -270,6 +274,7 @@ TEST_CASE("capuchin on zoo models: validator-clean plans under the P100's 16 GiB
     CHECK(out.sim.peak_bytes <= p100.memory_bytes);
     CHECK(out.guided_iterations >= 1);
     CHECK(out.guided_iterations <= capuchin::max_guided_iterations);
+    CHECK(out.result.history.size() == static_cast<std::size_t>(out.guided_iterations));
     check_valid(p, out.result, p100, p100.memory_bytes);
     // Through the registry, the same plan.
     const plan again = find_planner("capuchin").run(p, p100, p100.memory_bytes, planner_options{});

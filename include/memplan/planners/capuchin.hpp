@@ -82,6 +82,8 @@ struct outcome {
       out.trigger_moves = g.trigger_moves;
       for (const eviction& ev : pol.evictions) (ev.how == regeneration::swap ? out.swaps : out.recomputations) += 1;
       detail::baseline::record_verdict(p, out.result, out.sim, dev, sim);
+      out.result.history = std::move(g.history);
+      if (!out.result.feasible) out.result.history.back().excess_bytes = out.result.best_peak - budget;
       return out;
     }
     // A swapped tensor that came back on demand for a recomputation stays

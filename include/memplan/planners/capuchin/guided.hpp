@@ -192,6 +192,7 @@ struct guided_execution {
   index_t trigger_moves = 0;     ///< in-trigger adjustments the feedback made
   std::vector<index_t> triggers; ///< per eviction: the final in-trigger (swaps)
   std::vector<index_t> on_demand; ///< as `emitted_plan::on_demand`, for the last iteration
+  std::vector<search_point> history;  ///< per guided iteration: its simulated time (`plan::history`)
 };
 
 /// Runs guided iterations of `pol` under `budget` until the in-triggers are
@@ -211,6 +212,7 @@ struct guided_execution {
   emitted_plan e = emit_guided(p, pol, g.triggers, budget);
   g.sim = sim.run(p, e.result, dev, budget, record);
   g.iterations = 1;
+  g.history.push_back({g.sim.time_us, 0});
   memory_estimate room = pol.memory;
   std::vector<double> end;
   while (g.sim.feasible && g.iterations < max_iterations) {
@@ -244,6 +246,7 @@ struct guided_execution {
       e = emit_guided(p, pol, g.triggers, budget);
       g.sim = sim.run(p, e.result, dev, budget, record);
     }
+    g.history.push_back({g.sim.time_us, 0});
   }
   g.result = std::move(e.result);
   g.on_demand = std::move(e.on_demand);
