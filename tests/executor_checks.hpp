@@ -12,6 +12,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <memory>
@@ -94,13 +95,13 @@ runtime::run_stats run_checked(Backend& backend, const float_workload& w, const 
 }
 
 /// Every registered planner, budgets 100/80/65/50 % of the baseline peak,
-/// the chain (6 layers) and the residual network (4 blocks).
+/// the chain (6 layers) and the residual network (4 blocks), batch 64.
 template <class Backend>
 void check_every_planner(Backend& backend) {
   const device_spec dev = find_device("titan-rtx");
-  index_t swaps = 0, recomputes = 0, frees = 0, runs = 0;
+  index_t swaps = 0, recomputes = 0, frees = 0, runs = 0, micro = 0;
   for (const bool residual : {false, true}) {
-    const auto w = make_float_workload(residual ? 4 : 6, residual);
+    const auto w = make_float_workload(residual ? 4 : 6, residual, 64);
     const bytes_t peak = w.p.baseline_peak();
     for (const auto& entry : planners()) {
       int feasible = 0;
@@ -114,6 +115,14 @@ void check_every_planner(Backend& backend) {
         const validation v = validate(w.p, pl, dev, budget);
         CHECK_MESSAGE(v.ok, entry.name, "'s plan is invalid: ", (v.errors.empty() ? std::string() : v.errors.front()));
         if (!v.ok) continue;  // not the executor's to run
+        if (std::ranges::any_of(pl.actions, [](const action& a) { return runtime::detail::part_of(a) != no_index; })) {
+          // Micro-ops are refused, before anything runs, with a message saying so.
+          const auto dev = backend.make(budget, 0);
+          CHECK_THROWS_WITH_AS(runtime::executor<typename Backend::device>(*dev, w.p, pl),
+                               doctest::Contains("micro-ops and micro-tensors"), invalid_argument);
+          ++micro;
+          continue;
+        }
         ++feasible;
         ++runs;
         run_checked(backend, w, pl, budget);
@@ -124,6 +133,8 @@ void check_every_planner(Backend& backend) {
       if (feasible == 0) MESSAGE(entry.name, " made no valid feasible plan for this workload");
     }
   }
+  MESSAGE("executed ", runs, " plans bit-identically: ", swaps, " swap-ins, ", recomputes, " recomputes, ", frees,
+          " frees; ", micro, " plans with micro-ops refused (not supported yet)");
   // The plans exercised every kind of action.
   CHECK(runs >= 10);  // at least the none planner at 100 % and the baselines
   CHECK(swaps > 0);

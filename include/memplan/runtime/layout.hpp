@@ -62,6 +62,17 @@ struct layout {
 };
 
 namespace detail {
+/// The micro-op or micro-tensor an action names (plan.hpp's `part`, TSPLIT
+/// §V-A), or no_index: whole. Written against either shape of `action`.
+template <class Action>
+[[nodiscard]] constexpr index_t part_of(const Action& a) noexcept {
+  if constexpr (requires { a.part; }) {
+    return a.part;
+  } else {
+    return no_index;
+  }
+}
+
 inline std::string action_name(const problem& p, const plan& pl, index_t a) {
   const action& act = pl.actions[static_cast<std::size_t>(a)];
   const bool op = act.kind == action_kind::compute || act.kind == action_kind::recompute;
@@ -73,7 +84,8 @@ inline std::string action_name(const problem& p, const plan& pl, index_t a) {
 
 /// Derives the buffers of `pl`.
 /// \throws invalid_argument naming the action if the list is malformed (an
-///         index out of range, a wait that does not point back) or reads,
+///         index out of range, a wait that does not point back), names a
+///         micro-op or micro-tensor (not supported yet), or reads,
 ///         saves or releases a tensor that is not on the device, or swaps in
 ///         one never swapped out.
 [[nodiscard]] inline layout layout_of(const problem& p, const plan& pl) {
@@ -108,6 +120,10 @@ inline std::string action_name(const problem& p, const plan& pl, index_t a) {
     const action& act = at(pl.actions, a);
     action_buffers& ab = at(l.actions, a);
     const auto name = [&] { return detail::action_name(p, pl, a); };
+    MEMPLAN_EXPECTS(detail::part_of(act) == no_index, invalid_argument, "executor: ", name(), " is part ",
+                    detail::part_of(act), " of ", act.parts,
+                    ": micro-ops and micro-tensors (plan.hpp's `part`, TSPLIT §V-A) are not supported yet; plans "
+                    "whose split ops run whole (`part` = no_index) are");
     const auto begin = static_cast<std::size_t>(at(pl.wait_begin, a));
     const auto end = static_cast<std::size_t>(at(pl.wait_begin, a + 1));
     MEMPLAN_EXPECTS(begin <= end && end <= pl.waits.size(), invalid_argument, "plan: action ", a,
