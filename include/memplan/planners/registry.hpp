@@ -13,9 +13,12 @@
 #include "memplan/planners/checkpoint.hpp"
 #include "memplan/planners/delta.hpp"
 #include "memplan/planners/dtr.hpp"
-#include "memplan/planners/home.hpp"
+#ifdef MEMPLAN_ENABLE_MILP
+#include "memplan/planners/milp.hpp"
+#endif
 #include "memplan/planners/none.hpp"
 #include "memplan/planners/planner.hpp"
+#include "memplan/planners/revolve.hpp"
 #include "memplan/planners/superneurons.hpp"
 #include "memplan/planners/tsplit.hpp"
 #include "memplan/planners/vdnn.hpp"
@@ -50,22 +53,27 @@ constexpr planner_entry entry(std::string_view name, std::string_view summary) {
 /// Runs the registered planner `name` (HOME's `--seed-with`).
 inline plan run_registered(std::string_view name, const problem& p, const device_spec& d, bytes_t budget,
                            const planner_options& o);
-/// `home`, seeded from the registry.
-struct registered_home : home_planner {
-  constexpr registered_home() : home_planner{&run_registered} {}
+#ifdef MEMPLAN_ENABLE_MILP
+/// `milp`, seeded from the registry.
+struct registered_milp : milp_planner {
+  constexpr registered_milp() : milp_planner{&run_registered} {}
 };
+#endif
 inline constexpr std::array planner_entries{
     entry<none_planner>("none", "keep every tensor (baseline)"),
     entry<vdnn_conv_planner>("vdnn-conv", "vDNN: offload conv inputs, layer-synchronous (Rhu et al. 2016)"),
     entry<vdnn_all_planner>("vdnn-all", "vDNN: offload every layer's inputs, layer-synchronous (Rhu et al. 2016)"),
     entry<checkpoint_planner>("checkpoint", "sqrt(n) gradient checkpointing (Chen et al. 2016)"),
     entry<superneurons_planner>("superneurons", "swap conv outputs, recompute cheap layers (Wang et al. 2018)"),
+    entry<revolve_planner>("revolve", "binomial checkpointing for chains, optimal step count (Griewank 1992)"),
+#ifdef MEMPLAN_ENABLE_MILP
+    entry<registered_milp>("milp", "optimal recompute-only plan, Checkmate's integer program solved by CBC (Jain et al. 2020)"),
+#endif
     entry<capuchin_planner>("capuchin",
                             "measured execution, FT-ranked swaps and MSPS recomputation, feedback (Peng et al. 2020)"),
     entry<dtr_planner>("dtr", "DTR: online eviction by h = c / (m s), recompute only (Kirisame et al. 2021)"),
     entry<delta_planner>("delta", "DELTA: online filter + evict/offload director + prefetcher (Tang et al.)"),
     entry<tsplit_nosplit_planner>("tsplit-nosplit", "TSPLIT w/o split: Algo 2 over swap (Eq. 3, PCIe occupancy) and recompute (Eq. 4)"),
-    entry<registered_home>("home", "particle swarm over retain/swap/recompute per feature map (HOME, He et al.)"),
 };
 }  // namespace detail
 

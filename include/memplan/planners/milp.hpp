@@ -1,0 +1,519 @@
+#pragma once
+/// \file
+/// `milp`: the minimum-time recompute-only plan under a budget, as
+/// Checkmate's integer program (Jain et al., "Checkmate: Breaking the Memory
+/// Wall with Optimal Tensor Rematerialization", MLSys 2020, §4), solved with
+/// CBC. Built only with MEMPLAN_ENABLE_MILP (it links COIN-OR CBC).
+///
+/// Stages t = 0..n-1 follow the schedule: stage t runs op t for the first
+/// time, after recomputing in schedule order whatever earlier ops it picks
+/// (Checkmate's frontier-advancing stages, §4.2). Variables:
+///   R[t,k] in {0,1}  op k runs in stage t (R[t,t] = 1; R[t,k] = 0 for k > t
+///                    and for ops that may not be recomputed)
+///   S[t,v] in {0,1}  tensor v is on the device when stage t starts
+///                    (Checkmate's checkpoint matrix)
+///   U[t,k] >= 0      bytes on the device while op k runs in stage t
+///   FREE[t,v,k] in [0,1]  v is released after op k in stage t
+/// Objective (Checkmate Eq. 1): min sum_t sum_k time_k R[t,k]. A
+/// recompute-only plan runs on the compute stream alone with no waits, so
+/// this is exactly the simulator's iteration time.
+/// Constraints:
+///   (1a) R[t,k] <= R[t,p] + S[t,v]  for each input v of k made by op p
+///        (R[t,k] <= S[t,v] for a v no op makes: inputs are never remade)
+///   (1b) S[t+1,v] <= S[t,v] + R[t,p]  (keep only what was there or was made)
+///        S[0,v] = 1 for the tensors no op makes, 0 for the others
+///   (m)  R[t,k] + S[t,o] <= 1 for k < t, o an output of k: memplan's
+///        recompute makes only outputs that are not on the device, so a
+///        recomputed op brings back all its outputs (Checkmate: one output)
+///   (2)  U[t,k0] = sum_v bytes_v S[t,v] + alloc(t,k0), k0 the first op
+///        stage t may run; U[t,k] = U[t,k'] - sum_v bytes_v FREE[t,v,k'] +
+///        alloc(t,k), k' the op before k (Checkmate Eq. 2-3), where
+///        alloc(t,k) = sum_{o in outputs(k)} bytes_o R[t,k]
+///   (3)  U[t,k] + workspace_k R[t,k] <= budget
+///   (4)  FREE[t,v,k] <= R[t,k], <= 1 - S[t+1,v], <= 1 - R[t,j] for every
+///        later op j <= t that makes or reads v: a tensor goes after its
+///        last use in the stage unless it is kept for the next. Checkmate
+///        writes FREE as that product and linearises it with one big-M row;
+///        one row per factor is tighter, and since FREE only lowers U the
+///        optimum takes FREE at its upper bound, so it may be continuous.
+/// memplan's memory rules (plan.hpp) match (2)-(4): an op allocates its
+/// outputs and workspace when it starts and frees after it ends; memplan
+/// frees a dead tensor after its last reader by itself. The plan emits a
+/// `free` only where (4) releases a tensor that a later stage recomputes.
+/// Parameters and optimizer state are constant bytes; tensors no op reads
+/// after stage t are fixed out of S (Checkmate prunes the same way).
+///
+/// Outside Checkmate's model (so not searched): swaps, splits, running an
+/// op twice in one stage. The solver stops at `planner_options::time_limit_s`
+/// (0: no limit) and then returns its best plan with the gap in `reason`.
+/// Graphs of more than `max-ops` ops (default 120) are refused: the program
+/// has O(n^2) variables.
+
+#include <CbcModel.hpp>
+#include <CoinPackedMatrix.hpp>
+#include <OsiClpSolverInterface.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "memplan/error.hpp"
+#include "memplan/planners/planner.hpp"
+#include "memplan/sim/simulator.hpp"
+
+namespace memplan {
+
+namespace detail::milp {
+
+/// A column of the program, or a fixed value where the variable is pruned.
+struct var {
+  int col = -1;       ///< -1: fixed to `value`
+  double value = 0;
+};
+
+/// The program in row form, handed to CBC at the end.
+class program {
+ public:
+  var add(double lo, double hi, double cost, bool integer) {
+    lo_.push_back(lo);
+    hi_.push_back(hi);
+    cost_.push_back(cost);
+    integer_.push_back(integer ? 1 : 0);
+    return {static_cast<int>(lo_.size()) - 1, 0};
+  }
+  /// Starts the row lo <= sum <= hi; `term` adds to it.
+  void row(double lo, double hi) {
+    row_lo_.push_back(lo);
+    row_hi_.push_back(hi);
+  }
+  /// Adds coef * v to the last row (a fixed v moves to its bounds).
+  void term(double coef, var v) {
+    if (v.col < 0) {
+      row_lo_.back() -= coef * v.value;
+      row_hi_.back() -= coef * v.value;
+      return;
+    }
+    rows_.push_back(static_cast<int>(row_lo_.size()) - 1);
+    cols_.push_back(v.col);
+    elements_.push_back(coef);
+  }
+
+  struct result {
+    bool solved = false;    ///< a plan was found
+    bool optimal = false;   ///< proven optimal
+    bool infeasible = false;  ///< proven infeasible
+    double objective = 0;
+    double bound = 0;
+    std::vector<double> x;
+  };
+  /// Integer values of a known plan (column, value), tried as an incumbent.
+  void add_start(std::vector<std::pair<int, double>> start) { starts_.push_back(std::move(start)); }
+
+  [[nodiscard]] result solve(double time_limit_s, std::uint64_t seed) const {
+    const CoinPackedMatrix matrix(false, rows_.data(), cols_.data(), elements_.data(),
+                                  static_cast<CoinBigIndex>(elements_.size()));
+    OsiClpSolverInterface lp;
+    // CoinPackedMatrix sizes itself from the largest index: pad empty rows and columns.
+    CoinPackedMatrix sized(matrix);
+    sized.setDimensions(static_cast<int>(row_lo_.size()), static_cast<int>(lo_.size()));
+    lp.loadProblem(sized, lo_.data(), hi_.data(), cost_.data(), row_lo_.data(), row_hi_.data());
+    for (std::size_t c = 0; c < integer_.size(); ++c) {
+      if (integer_[c]) lp.setInteger(static_cast<int>(c));
+    }
+    lp.messageHandler()->setLogLevel(0);
+    if (!starts_.empty()) {
+      for (std::size_t c = 0; c < lo_.size(); ++c) lp.setColName(static_cast<int>(c), column_name(c));
+    }
+    CbcModel model(lp);
+    CbcMain0(model);
+    // CBC keeps one MIP start: the last given that is cheapest by objective.
+    double cheapest = std::numeric_limits<double>::infinity();
+    for (const auto& start : starts_) {
+      double cost = 0;
+      for (const auto& [c, v] : start) cost += cost_[static_cast<std::size_t>(c)] * v;
+      if (cost >= cheapest) continue;
+      cheapest = cost;
+      std::vector<std::pair<std::string, double>> named;
+      for (const auto& [c, v] : start) named.emplace_back(column_name(static_cast<std::size_t>(c)), v);
+      model.setMIPStart(named);
+    }
+    model.setLogLevel(0);
+    const std::string seconds = std::to_string(time_limit_s > 0 ? time_limit_s : 1e9);
+    const std::string seed_text = std::to_string(seed % 1000000 + 1);
+    // CBC 2.10's preprocessing crashes (CglPreProcess::postProcess) on
+    // some programs given a MIP start: off when there is one.
+    const char* preprocess = starts_.empty() ? "on" : "off";
+    const char* argv[] = {"memplan-milp", "-log", "0", "-timeMode", "elapsed", "-randomCbcSeed", seed_text.c_str(),
+                          "-sec", seconds.c_str(), "-ratio", "0", "-allowableGap", "1e-6", "-preprocess", preprocess,
+                          "-solve", "-quit"};
+    CbcMain1(static_cast<int>(std::size(argv)), argv, model);
+    result r;
+    r.infeasible = model.isProvenInfeasible();
+    const double* best = model.bestSolution();
+    if (best == nullptr) return r;
+    r.solved = true;
+    r.optimal = model.isProvenOptimal();
+    r.objective = model.getObjValue();
+    r.bound = model.getBestPossibleObjValue();
+    r.x.assign(best, best + lo_.size());
+    return r;
+  }
+
+ private:
+  static std::string column_name(std::size_t c) {
+    std::string name(1, 'c');  // (not "c" + ...: GCC 12 warns falsely, -Wrestrict)
+    name += std::to_string(c);
+    return name;
+  }
+
+  std::vector<double> lo_, hi_, cost_;
+  std::vector<std::uint8_t> integer_;
+  std::vector<double> row_lo_, row_hi_;
+  std::vector<int> rows_, cols_;
+  std::vector<double> elements_;
+  std::vector<std::vector<std::pair<int, double>>> starts_;
+};
+
+}  // namespace detail::milp
+
+struct milp_planner {
+  static constexpr std::array<std::string_view, 2> option_names{"max-ops", "seed-with"};
+
+  using planner_lookup = plan (*)(std::string_view name, const problem&, const device_spec&, bytes_t,
+                                  const planner_options&);
+  /// Runs the planners `--seed-with` names; the registry supplies it.
+  planner_lookup seed_planners = nullptr;
+
+  plan operator()(const problem& p, const device_spec& dev, bytes_t budget, const planner_options& o) const {
+    using detail::milp::var;
+    const std::size_t n = p.num_steps();
+    const std::size_t tensors = p.num_tensors();
+    plan_builder refused(p, "milp", budget);
+    const auto max_ops = static_cast<std::size_t>(option_number(o, "max-ops", 120, 1, 100000));
+    if (n > max_ops) {
+      refused.infeasible(detail::concat("milp: the graph has ", n, " ops, more than max-ops (", max_ops,
+                                        "); the integer program grows with ops squared"),
+                         p.baseline_peak());
+      return std::move(refused).finish();
+    }
+    const auto outputs_of = [&](std::size_t k) { return p.outputs(static_cast<index_t>(k)); };
+
+    // Pruning: the last stage in which tensor v (or op k's outputs) may
+    // still be read: a reader j runs in stage j, and a recomputable reader
+    // in any stage that needs j's outputs.
+    std::vector<index_t> needed(tensors, 0);
+    std::vector<index_t> op_needed(n, 0);  // last stage op k may usefully run in
+    for (std::size_t k = n; k-- > 0;) {
+      index_t last = static_cast<index_t>(k);
+      if (p.recomputable[k]) {
+        for (const index_t out : outputs_of(k)) last = std::max(last, needed[static_cast<std::size_t>(out)]);
+      }
+      op_needed[k] = last;
+      for (const index_t v : p.inputs(static_cast<index_t>(k))) {
+        needed[static_cast<std::size_t>(v)] = std::max(needed[static_cast<std::size_t>(v)], last);
+      }
+    }
+    for (std::size_t v = 0; v < tensors; ++v) {
+      if (p.producer[v] != no_index) needed[v] = std::max(needed[v], p.producer[v]);
+    }
+    const auto persistent = [&](std::size_t v) { return p.persistent(static_cast<index_t>(v)); };
+    double unit = 1;
+    for (std::size_t v = 0; v < tensors; ++v) unit = std::max(unit, static_cast<double>(p.bytes[v]));
+    for (const bytes_t w : p.workspace) unit = std::max(unit, static_cast<double>(w));
+
+    detail::milp::program prog;
+    // R[t][k], k <= t.
+    std::vector<std::vector<var>> R(n);
+    for (std::size_t t = 0; t < n; ++t) {
+      R[t].resize(t + 1);
+      for (std::size_t k = 0; k < t; ++k) {
+        bool makes_persistent = false;
+        for (const index_t out : outputs_of(k)) makes_persistent |= persistent(static_cast<std::size_t>(out));
+        if (p.recomputable[k] && !makes_persistent && static_cast<std::size_t>(op_needed[k]) >= t) {
+          R[t][k] = prog.add(0, 1, p.time_us[k], true);
+        }
+      }
+      R[t][t] = {-1, 1};
+    }
+    // S[t][v], t = 0..n (S[n] is all zero: nothing is kept past the end).
+    std::vector<std::vector<var>> S(n + 1, std::vector<var>(tensors));
+    bytes_t constant = 0;  // parameters and optimizer state no op makes
+    for (std::size_t v = 0; v < tensors; ++v) {
+      const index_t made = p.producer[v];
+      if (persistent(v)) {
+        if (made == no_index) {
+          constant += p.bytes[v];
+        } else {
+          for (std::size_t t = static_cast<std::size_t>(made) + 1; t < n; ++t) S[t][v] = {-1, 1};
+        }
+        continue;
+      }
+      if (made == no_index) S[0][v] = {-1, 1};
+      const std::size_t first = made == no_index ? 1 : static_cast<std::size_t>(made) + 1;
+      for (std::size_t t = first; t <= static_cast<std::size_t>(needed[v]) && t < n; ++t) S[t][v] = prog.add(0, 1, 0, true);
+    }
+    const auto at = [](const std::vector<var>& row, std::size_t k) { return k < row.size() ? row[k] : var{-1, 0}; };
+    std::vector<std::pair<std::size_t, var>> frees;  // FREE[t,v,k'] of the op before the current one
+
+    for (std::size_t t = 0; t < n; ++t) {
+      // (1b)
+      if (t + 1 < n) {
+        for (std::size_t v = 0; v < tensors; ++v) {
+          const var next = S[t + 1][v];
+          if (next.col < 0) continue;
+          prog.row(-std::numeric_limits<double>::infinity(), 0);
+          prog.term(1, next);
+          prog.term(-1, S[t][v]);
+          const index_t made = p.producer[v];
+          if (made != no_index) prog.term(-1, at(R[t], static_cast<std::size_t>(made)));
+        }
+      }
+      // Positions of stage t: the ops it may run.
+      std::vector<std::size_t> runs;
+      for (std::size_t k = 0; k <= t; ++k) {
+        if (R[t][k].col >= 0 || R[t][k].value > 0) runs.push_back(k);
+      }
+      for (const std::size_t k : runs) {
+        // (1a)
+        for (const index_t v : p.inputs(static_cast<index_t>(k))) {
+          const auto vi = static_cast<std::size_t>(v);
+          if (persistent(vi)) continue;
+          prog.row(-std::numeric_limits<double>::infinity(), 0);
+          prog.term(1, R[t][k]);
+          prog.term(-1, S[t][vi]);
+          if (p.producer[vi] != no_index) prog.term(-1, at(R[t], static_cast<std::size_t>(p.producer[vi])));
+        }
+        // (m)
+        if (k < t) {
+          for (const index_t out : outputs_of(k)) {
+            prog.row(-std::numeric_limits<double>::infinity(), 1);
+            prog.term(1, R[t][k]);
+            prog.term(1, S[t][static_cast<std::size_t>(out)]);
+          }
+        }
+      }
+      // (2)-(4), memory in units of `unit` bytes to keep CBC's tolerances meaningful.
+      var before{-1, 0};
+      std::size_t previous = 0;
+      for (std::size_t i = 0; i < runs.size(); ++i) {
+        const std::size_t k = runs[i];
+        frees.clear();
+        if (i > 0) {
+          for_each_touched(p, previous, [&](std::size_t v) {
+            if (!persistent(v)) frees.emplace_back(v, prog.add(0, 1, 0, false));
+          });
+        }
+        const var u = prog.add(0, std::numeric_limits<double>::infinity(), 0, false);
+        prog.row(0, 0);
+        prog.term(1, u);
+        if (i == 0) {
+          // Stage start: what is kept, and the constant bytes.
+          prog.term(-1, var{-1, static_cast<double>(constant) / unit});
+          for (std::size_t v = 0; v < tensors; ++v) prog.term(-static_cast<double>(p.bytes[v]) / unit, S[t][v]);
+        } else {
+          prog.term(-1, before);
+          for (const auto& [v, f] : frees) prog.term(static_cast<double>(p.bytes[v]) / unit, f);
+        }
+        for (const index_t out : outputs_of(k)) {
+          prog.term(-static_cast<double>(p.bytes[static_cast<std::size_t>(out)]) / unit, R[t][k]);
+        }
+        // (3)
+        prog.row(-std::numeric_limits<double>::infinity(), static_cast<double>(budget) / unit);
+        prog.term(1, u);
+        prog.term(static_cast<double>(p.workspace[k]) / unit, R[t][k]);
+        // (4)
+        for (const auto& [v, f] : frees) free_bounds(prog, f, p, v, R[t], S[t + 1][v], previous, t);
+        before = u;
+        previous = k;
+      }
+    }
+
+    for (const plan& seed : seed_plans(p, dev, budget, o)) {
+      auto start = start_of(p, seed, R, S);
+      if (!start.empty()) prog.add_start(std::move(start));
+    }
+    const auto solved = prog.solve(o.time_limit_s, o.seed);
+    if (!solved.solved) {
+      refused.infeasible(solved.infeasible
+                             ? detail::concat("milp: no recompute-only plan fits the budget of ", budget, " bytes (",
+                                              format_bytes(budget), ")")
+                             : detail::concat("milp: no plan found within the time limit of ", o.time_limit_s, " s"),
+                         p.baseline_peak());
+      return std::move(refused).finish();
+    }
+    const auto value = [&](var v) { return v.col < 0 ? v.value > 0.5 : solved.x[static_cast<std::size_t>(v.col)] > 0.5; };
+
+    // The plan: stage by stage, ops in order, a free after the last use in
+    // the stage of every tensor the next stage does not keep and a later
+    // stage remakes (memplan frees the others by itself at the same point).
+    std::vector<index_t> remade_last(tensors, no_index);  // latest stage that recomputes v's producer
+    for (std::size_t t = 0; t < n; ++t) {
+      for (std::size_t k = 0; k < t; ++k) {
+        if (!value(R[t][k])) continue;
+        for (const index_t out : outputs_of(k)) remade_last[static_cast<std::size_t>(out)] = static_cast<index_t>(t);
+      }
+    }
+    plan_builder b(p, "milp", budget);
+    std::vector<std::uint8_t> on_device(tensors, 0);
+    for (std::size_t v = 0; v < tensors; ++v) on_device[v] = p.producer[v] == no_index ? 1 : 0;
+    for (std::size_t t = 0; t < n; ++t) {
+      std::vector<index_t> last_touch(tensors, no_index);
+      for (std::size_t k = 0; k <= t; ++k) {
+        if (!value(R[t][k])) continue;
+        for_each_touched(p, k, [&](std::size_t v) { last_touch[v] = static_cast<index_t>(k); });
+      }
+      const auto release = [&](std::size_t v) {
+        if (persistent(v) || !on_device[v] || value(S[t + 1][v])) return;
+        if (remade_last[v] > static_cast<index_t>(t)) b.free(static_cast<index_t>(v));
+        on_device[v] = 0;
+      };
+      for (std::size_t k = 0; k <= t; ++k) {
+        if (!value(R[t][k])) continue;
+        if (k < t) {
+          b.recompute(static_cast<index_t>(k));
+          for (const index_t out : outputs_of(k)) b.decide(out, decision::recompute);
+        } else {
+          b.compute(static_cast<index_t>(k));
+        }
+        for (const index_t out : outputs_of(k)) on_device[static_cast<std::size_t>(out)] = 1;
+        for_each_touched(p, k, [&](std::size_t v) {
+          if (last_touch[v] == static_cast<index_t>(k)) release(v);
+        });
+      }
+      for (std::size_t v = 0; v < tensors; ++v) release(v);
+    }
+    plan result = std::move(b).finish();
+
+    simulator sim;
+    const report r = sim.run(p, result, dev, budget);
+    result.best_peak = r.peak_bytes;
+    if (!r.feasible) {
+      result.feasible = false;
+      result.reason = "milp: internal error, the solver's plan fails in the simulator: " + r.failure;
+    } else if (!solved.optimal) {
+      const double base = p.baseline_time_us();
+      const double gap = (solved.objective - solved.bound) / (base + solved.objective);
+      result.reason = detail::concat("milp: stopped at the time limit of ", o.time_limit_s, " s; ",
+                                     base + solved.objective, " us, lower bound ", base + solved.bound, " us (gap ",
+                                     std::round(gap * 10000) / 100, " %)");
+    }
+    return result;
+  }
+
+ private:
+  /// The plans of the planners `--seed-with` names (comma-separated).
+  std::vector<plan> seed_plans(const problem& p, const device_spec& dev, bytes_t budget,
+                               const planner_options& o) const {
+    std::vector<plan> seeds;
+    std::string_view names = option_text(o, "seed-with", "");
+    planner_options plain = o;  // the seeding planners' own options: the common ones only
+    plain.extra.clear();
+    while (!names.empty()) {
+      const std::size_t comma = names.find(',');
+      const std::string_view name = names.substr(0, comma);
+      names = comma == std::string_view::npos ? std::string_view() : names.substr(comma + 1);
+      MEMPLAN_EXPECTS(!name.empty() && name != "milp", invalid_argument,
+                      "milp: --seed-with takes a comma-separated list of other planners, got '",
+                      option_text(o, "seed-with", ""), "'");
+      MEMPLAN_EXPECTS(seed_planners != nullptr, invalid_argument, "milp: --seed-with '", name,
+                      "' needs the planner registry (use the registered 'milp')");
+      seeds.push_back(seed_planners(name, p, dev, budget, plain));
+    }
+    return seeds;
+  }
+
+  /// R and S of a feasible recompute-only plan whose recomputations fit the
+  /// stages (each op at most once per stage, in schedule order), as a MIP
+  /// start; empty when it does not fit. S[t,v] = 1 where the plan reads
+  /// v's copy from before stage t in stage t or later.
+  static std::vector<std::pair<int, double>> start_of(const problem& p, const plan& pl,
+                                                      const std::vector<std::vector<detail::milp::var>>& R,
+                                                      const std::vector<std::vector<detail::milp::var>>& S) {
+    if (!pl.feasible) return {};
+    const std::size_t n = p.num_steps();
+    std::vector<std::pair<int, double>> start;
+    std::vector<index_t> stage_of(pl.actions.size(), 0);
+    index_t stage = 0;
+    index_t last_in_stage = -1;
+    for (std::size_t a = 0; a < pl.actions.size(); ++a) {
+      const action& act = pl.actions[a];
+      if (act.parts != 1 || act.kind == action_kind::swap_out || act.kind == action_kind::swap_in) return {};
+      stage_of[a] = stage;
+      if (act.kind == action_kind::compute) {
+        if (act.step != stage) return {};
+        ++stage;
+        last_in_stage = -1;
+      } else if (act.kind == action_kind::recompute) {
+        if (static_cast<std::size_t>(stage) >= n || act.step <= last_in_stage) return {};
+        const detail::milp::var r = R[static_cast<std::size_t>(stage)][static_cast<std::size_t>(act.step)];
+        if (r.col < 0) return {};
+        start.emplace_back(r.col, 1);
+        last_in_stage = act.step;
+      }
+    }
+    // Backwards: whether each tensor's current copy is read again.
+    std::vector<std::uint8_t> read_later(p.num_tensors(), 0);
+    std::size_t a = pl.actions.size();
+    for (std::size_t t = n; t-- > 0;) {
+      for (; a > 0 && stage_of[a - 1] >= static_cast<index_t>(t); --a) {
+        const action& act = pl.actions[a - 1];
+        if (act.kind == action_kind::free) {
+          read_later[static_cast<std::size_t>(act.tensor)] = 0;
+          continue;
+        }
+        for (const index_t out : p.outputs(act.step)) read_later[static_cast<std::size_t>(out)] = 0;
+        for (const index_t in : p.inputs(act.step)) read_later[static_cast<std::size_t>(in)] = 1;
+      }
+      for (std::size_t v = 0; v < p.num_tensors(); ++v) {
+        const detail::milp::var sv = S[t][v];
+        if (sv.col >= 0) start.emplace_back(sv.col, read_later[v]);
+      }
+    }
+    return start;
+  }
+
+  /// Calls f(v) for every tensor op k reads or makes, once each.
+  template <class F>
+  static void for_each_touched(const problem& p, std::size_t k, F&& f) {
+    const auto s = static_cast<index_t>(k);
+    for (const index_t v : p.outputs(s)) f(static_cast<std::size_t>(v));
+    const auto in = p.inputs(s);
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      if (std::find(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(i), in[i]) == in.begin() + static_cast<std::ptrdiff_t>(i)) {
+        f(static_cast<std::size_t>(in[i]));
+      }
+    }
+  }
+
+  /// Constraint (4) for FREE[t,v,k] = f.
+  static void free_bounds(detail::milp::program& prog, detail::milp::var f, const problem& p, std::size_t v,
+                          const std::vector<detail::milp::var>& stage, detail::milp::var kept_next, std::size_t k,
+                          std::size_t t) {
+    const double inf = std::numeric_limits<double>::infinity();
+    prog.row(-inf, 0);
+    prog.term(1, f);
+    prog.term(-1, stage[k]);
+    prog.row(-inf, 1);
+    prog.term(1, f);
+    prog.term(1, kept_next);
+    const auto later = [&](index_t j) {
+      if (j <= static_cast<index_t>(k) || j > static_cast<index_t>(t)) return;
+      const detail::milp::var r = stage[static_cast<std::size_t>(j)];
+      if (r.col < 0 && r.value == 0) return;
+      prog.row(-inf, 1);
+      prog.term(1, f);
+      prog.term(1, r);
+    };
+    if (p.producer[v] != no_index) later(p.producer[v]);
+    for (const index_t j : p.uses(static_cast<index_t>(v))) later(j);
+  }
+};
+static_assert(planner<milp_planner>);
+
+}  // namespace memplan
