@@ -57,12 +57,13 @@ class delta_policy {
 
   /// Algo 2: the candidate with the minimum heuristic, or no_index.
   [[nodiscard]] index_t filter_tensor(const runtime::online_state& s) const {
+    // Lambdas, not function pointers, so that the scoring loop inlines them.
     switch (s_.heuristic) {
-      case filter::lru: return s.best_candidate(h_lru);
-      case filter::greedy: return s.best_candidate(h_greedy);
+      case filter::lru: return s.best_candidate([](float c, float m, float st) { return h_lru(c, m, st); });
+      case filter::greedy: return s.best_candidate([](float c, float m, float st) { return h_greedy(c, m, st); });
       case filter::base: break;
     }
-    return s.best_candidate(h_base);
+    return s.best_candidate([](float c, float m, float st) { return h_base(c, m, st); });
   }
 
   /// c_s(t): offloading and reloading `bytes` over links used at

@@ -24,7 +24,7 @@ struct dtr_policy {
     return cost_us / (bytes * staleness_us);
   }
   [[nodiscard]] runtime::release choose(const runtime::online_state& s) const {
-    return {s.best_candidate(score), runtime::release_kind::evict};
+    return {s.best_candidate([](float c, float m, float st) { return score(c, m, st); }), runtime::release_kind::evict};
   }
 };
 static_assert(runtime::eviction_policy<dtr_policy>);
