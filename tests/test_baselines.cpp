@@ -148,11 +148,14 @@ TEST_CASE("every baseline's plan on zoo models passes the validator") {
     opt.batch = 4;
     const problem p = compile(model::build(name, opt, titan));
     const bytes_t base = p.baseline_peak();
+    // Search planners (home) with a small swarm, so that the test stays quick.
+    planner_options o;
+    o.extra = {{"iterations", "3"}, {"particles", "4"}};
     for (const auto& entry : planners()) {
       CAPTURE(name);
       CAPTURE(entry.name);
       // With no budget to speak of, every plan is valid and fits.
-      const plan free_plan = entry.run(p, titan, unlimited, planner_options{});
+      const plan free_plan = entry.run(p, titan, unlimited, o);
       if (entry.name == "revolve" || entry.name == "milp") {
         // The exact oracles take chains (revolve) and graphs of up to 120 ops (milp).
         CHECK_FALSE(free_plan.feasible);
@@ -165,7 +168,7 @@ TEST_CASE("every baseline's plan on zoo models passes the validator") {
       for (int percent = 40; percent <= 100; percent += 10) {
         CAPTURE(percent);
         const bytes_t budget = base * percent / 100;
-        const plan pl = entry.run(p, titan, budget, planner_options{});
+        const plan pl = entry.run(p, titan, budget, o);
         const report r = simulate(p, pl, titan, budget);
         if (!pl.feasible) {
           CHECK_FALSE(pl.reason.empty());

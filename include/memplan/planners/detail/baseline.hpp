@@ -107,6 +107,11 @@ class emitter {
         needed_at_(p.num_tensors(), no_index) {}
 
   [[nodiscard]] residence where(index_t t) const { return where_[static_cast<std::size_t>(t)]; }
+  /// Whether a recomputation releases, right after it runs, the evicted
+  /// inputs it had to recompute first (unless the step being prepared reads
+  /// them), so that a chain of evicted tensors holds two at a time instead
+  /// of all of them until their own last reads. Off by default.
+  void release_chain_sources(bool on) noexcept { release_sources_ = on; }
   /// Per tensor: the step that first needed it back from the host while it
   /// was still there (a swap-in on demand), or no_index.
   [[nodiscard]] const std::vector<index_t>& needed_at() const noexcept { return needed_at_; }
@@ -130,8 +135,21 @@ class emitter {
         return;
       case residence::freed: {
         const index_t made = p_->producer[ti];
+        const std::size_t sources = recomputed_.size();
         for (const index_t in : p_->inputs(made)) bring(in);
         last_compute_ = b_.recompute(made);
+        if (release_sources_) {
+          // The inputs this recomputation had to recompute first, which the
+          // step being prepared does not read: freed again at once.
+          for (std::size_t k = sources; k < recomputed_.size(); ++k) {
+            const index_t u = recomputed_[k];
+            const auto reads = p_->inputs(step_);
+            if (where_[static_cast<std::size_t>(u)] == residence::device &&
+                std::ranges::find(reads, u) == reads.end()) {
+              release_dead(u);
+            }
+          }
+        }
         // recompute makes every output that is not on the device.
         for (const index_t out : p_->outputs(made)) {
           auto& w = where_[static_cast<std::size_t>(out)];
@@ -201,6 +219,7 @@ class emitter {
   std::vector<std::pair<index_t, index_t>> extra_;  ///< (compute action, swap-out it waits for)
   index_t last_compute_ = no_index;
   index_t step_ = no_index;
+  bool release_sources_ = false;
 };
 
 /// Swap planners run twice: the first pass swaps everything in on demand
@@ -223,11 +242,14 @@ class emitter {
 /// chose. They come back on demand (`emitter::bring`); a swapped one is
 /// prefetched one op ahead of the step that first needs it, learned from a
 /// first pass (`prefetch_schedule`).
+/// `release_chain_sources`: see `emitter::release_chain_sources`.
 template <class Evict>
-[[nodiscard]] emitter emit_evictions(const problem& p, std::string_view planner, bytes_t budget, const Evict& evict) {
+[[nodiscard]] emitter emit_evictions(const problem& p, std::string_view planner, bytes_t budget, const Evict& evict,
+                                     bool release_chain_sources = false) {
   const std::size_t n = p.num_steps();
   const auto pass = [&](const std::vector<std::vector<index_t>>& prefetch_before) {
     emitter em(p, std::string(planner), budget);
+    em.release_chain_sources(release_chain_sources);
     for (std::size_t s = 0; s < n; ++s) {
       const auto si = static_cast<index_t>(s);
       for (const index_t t : prefetch_before[s]) em.prefetch(t);

@@ -85,7 +85,11 @@ struct feature_maps {
   }
 };
 
-/// The plan of placement `x`.
+/// The plan of placement `x`. A feature map placed `recompute` is
+/// recomputed when an op needs it, from its producer's inputs, recomputed
+/// first where they are evicted too (HOME §2.2: FM1 -> FM2 -> FM3); those
+/// are released again right after (Algo 2 charges the chain each time it
+/// runs), so a retained map is where a chain starts, as in checkpointing.
 [[nodiscard]] inline baseline::emitter emit(const problem& p, const feature_maps& fm, std::span<const placement> x,
                                             bytes_t budget) {
   return baseline::emit_evictions(p, "home", budget, [&](index_t s, baseline::emitter& em) {
@@ -94,7 +98,7 @@ struct feature_maps {
       if (x[ji] == placement::swap) em.swap_out(fm.tensor[ji]);
       if (x[ji] == placement::recompute) em.free(fm.tensor[ji]);
     }
-  });
+  }, /*release_chain_sources=*/true);
 }
 
 /// What the swarm minimises: the simulated iteration time of a placement
