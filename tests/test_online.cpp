@@ -279,6 +279,7 @@ TEST_CASE("dtr and delta on zoo models: valid plans under tight budgets") {
         const plan pl = find_planner(planner).run(p, d, budget, planner_options{});
         const report rep = simulate(p, pl, d, budget);
         CHECK_MESSAGE(rep.feasible == pl.feasible, rep.failure);
+        if (ratio > 0.6) CHECK_MESSAGE(pl.feasible, pl.reason);  // at 0.5 some do not: vgg16's weights alone exceed it
         if (!pl.feasible) continue;
         CHECK(rep.peak_bytes <= budget);
         if (std::string_view(name) != "transformer") check_valid(p, pl, d, budget);  // quadratic: small ones
