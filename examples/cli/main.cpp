@@ -160,7 +160,7 @@ bool succeeded(const planned& r) { return r.result.feasible && r.sim.feasible; }
 json row_json(const planned& r) {
   json j = to_json(r.sim);
   j["feasible"] = succeeded(r);
-  if (!r.result.feasible) j["reason"] = r.result.reason;
+  if (!r.result.reason.empty()) j["reason"] = r.result.reason;  // infeasible: why; else a caveat (milp's gap)
   j["planning_time_s"] = r.planning_time_s;
   if (!r.result.history.empty()) {
     json history = json::array();
@@ -340,6 +340,7 @@ int cmd_plan(const arguments& args) {
     print_problem_line(std::cout, p, d, budget);
     print_table(std::cout, row_header, {row_cells(r)});
     if (!succeeded(r)) std::cout << "infeasible: " << (r.result.feasible ? r.sim.failure : r.result.reason) << "\n";
+    if (succeeded(r) && !r.result.reason.empty()) std::cout << "note: " << r.result.reason << "\n";
   }
   if (!succeeded(r)) throw infeasible_exit{};
   return 0;

@@ -79,7 +79,7 @@ struct search_point {
 struct plan {
   std::string planner;
   bool feasible = true;
-  std::string reason;        ///< why not feasible; empty when feasible
+  std::string reason;        ///< why not feasible; for a feasible plan, a caveat (milp: stopped early, its gap) or empty
   bytes_t budget = 0;
   bytes_t best_peak = 0;     ///< the smallest peak the planner reached, as it estimated it
   std::vector<decision> decisions;  ///< per tensor

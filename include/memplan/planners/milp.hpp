@@ -47,7 +47,11 @@
 /// op twice in one stage. The solver stops at `planner_options::time_limit_s`
 /// (0: no limit) and then returns its best plan with the gap in `reason`.
 /// Graphs of more than `max-ops` ops (default 120) are refused: the program
-/// has O(n^2) variables.
+/// has O(n^2) variables. `seed-with a,b` runs those planners and gives CBC
+/// their plans as starting incumbents (MIP starts) where they fit the
+/// stages (recompute only, each op at most once per stage, in schedule
+/// order): CBC's LP bound is weak past about 40 ops, so without a start it
+/// may find no plan in its time.
 
 #include <CbcModel.hpp>
 #include <CoinPackedMatrix.hpp>
