@@ -156,8 +156,9 @@ TEST_CASE("every baseline's plan on zoo models passes the validator") {
       CAPTURE(entry.name);
       // With no budget to speak of, every plan is valid and fits.
       const plan free_plan = entry.run(p, titan, unlimited, o);
-      if (entry.name == "revolve" || entry.name == "milp") {
-        // The exact oracles take chains (revolve) and graphs of up to 120 ops (milp).
+      // The exact oracles take chains (revolve) and graphs of up to 120 ops
+      // (milp; vgg16 has 110); test_oracles.cpp sweeps their budgets.
+      if (entry.name == "revolve" || (entry.name == "milp" && p.num_steps() > 120)) {
         CHECK_FALSE(free_plan.feasible);
         CHECK(free_plan.reason.find(entry.name == "revolve" ? "not a chain" : "max-ops") != std::string::npos);
         continue;
@@ -165,6 +166,7 @@ TEST_CASE("every baseline's plan on zoo models passes the validator") {
       REQUIRE(free_plan.feasible);
       CHECK(validate(p, free_plan, titan, unlimited).ok);
       CHECK(free_plan.best_peak <= base);
+      if (entry.name == "milp") continue;
       for (int percent = 40; percent <= 100; percent += 10) {
         CAPTURE(percent);
         const bytes_t budget = base * percent / 100;
