@@ -196,3 +196,98 @@ TEST_CASE("tsplit-nosplit on zoo models: validator-clean plans under 60% and 40%
     }
   }
 }
+
+TEST_CASE("Eq. 5-6: split options at the Fig. 7 bottleneck and on a dead input (Fig. 8)") {
+  const problem p = fig7::make();
+  algo2 a(p, dev, 600, true);
+  walk_to(a, 3);
+  // f4 (100 µs) reads s3 (100 B), makes s4 (300 B). Eq. 5 with p_num = 2:
+  // 1/2 min(100, 300) = 50. Split cost model: two 50 µs parts + one 5 µs
+  // launch = 105 µs, overhead 5. s3 is read again by b3 (step 5): its two
+  // 50 B micro-tensors go out (100 µs) while the second micro-op runs
+  // (52.5 µs idle): 47.5; back in during b4 (100 µs idle): 0. Recomputing
+  // s3 costs f3, 100 µs, so swap: ΔT = 47.5 + 5 = 52.5.
+  const candidate c2 = a.split_cost(fig7::s3, 2);
+  CHECK(c2.delta_m == 50);
+  CHECK(c2.delta_t == doctest::Approx(52.5));
+  CHECK(c2.what.how == option::swap);
+  CHECK(c2.what.prefetch == 4);
+  CHECK_FALSE(c2.split.dead);
+  // p_num = 4: ΔM 3/4 x 100 = 75; 100 + 3 x 5 = 115 µs, overhead 15;
+  // out 100 - 3/4 x 115 = 13.75: ΔT = 28.75.
+  const candidate c4 = a.split_cost(fig7::s3, 4);
+  CHECK(c4.delta_m == 75);
+  CHECK(c4.delta_t == doctest::Approx(28.75));
+  CHECK_FALSE(a.split_cost(fig7::x, 2).valid());  // parameters are read whole
+  // Step 4 (b4) reads s4 (300 B) for the last time and makes g4 (100 B):
+  // splitting it in two frees s4 half by half, ΔM = 50, ΔT = the overhead 5.
+  a.advance();
+  const candidate dead = a.split_cost(fig7::s4, 2);
+  CHECK(dead.split.dead);
+  CHECK(dead.delta_m == 50);
+  CHECK(dead.delta_t == doctest::Approx(5));
+}
+
+TEST_CASE("micro-ops and micro-tensors: Fig. 8 by hand, simulator and validator agree") {
+  const problem p = fig7::make();
+  // b4 in two micro-ops, s4 freed half by half (in-place split of the whole s4).
+  plan_builder b(p, "hand", 1050);
+  for (index_t s = 0; s < 4; ++s) b.compute(s);
+  const index_t b4 = 4;
+  b.compute(b4, 2, 0);
+  b.free(fig7::s4, 2, 0);
+  b.compute(b4, 2, 1);
+  b.free(fig7::s4, 2, 1);
+  for (index_t s = 5; s < 8; ++s) b.compute(s);  // b3 reads g4 whole: both micro-tensors
+  const plan pl = std::move(b).finish();
+  // Before b4: x, s1, s2, s3, s4 = 1000 B. Micro-op 0 makes g4's first half
+  // (50): 1050; s4's first half (150) goes; micro-op 1: 900 + 50. Baseline
+  // 1100, less Eq. 5's 1/2 min(300, 100) = 50. Time: 4 x 100, b4 in two
+  // parts 105, then 100 + 200 + 300.
+  const report r = simulate(p, pl, dev, 1050);
+  CHECK(r.feasible);
+  CHECK(r.peak_bytes == 1050);
+  CHECK(r.time_us == doctest::Approx(1105));
+  CHECK(r.split_ops == 1);
+  const validation v = validate(p, pl, dev, 1050);
+  CHECK(v.ok);
+  CHECK(v.peak_bytes == 1050);
+  CHECK(v.time_us == doctest::Approx(1105));
+  CHECK_FALSE(simulate(p, pl, dev, 1049).feasible);
+
+  // Out of order, or a whole release of a tensor held as micro-tensors: invalid.
+  plan bad = pl;
+  std::swap(bad.actions[4], bad.actions[6]);
+  CHECK(simulate(p, bad, dev, 2000).failure.find("out of order") != std::string::npos);
+  CHECK_FALSE(validate(p, bad, dev, 2000).ok);
+  plan whole = pl;
+  whole.actions[7] = {action_kind::free, no_index, fig7::s4, 1, no_index};
+  CHECK_FALSE(simulate(p, whole, dev, 2000).feasible);
+  CHECK_FALSE(validate(p, whole, dev, 2000).ok);
+}
+
+TEST_CASE("tsplit: split plans pass the validator; it reaches budgets tsplit-nosplit cannot") {
+  const problem p = fig7::make();
+  // Without split the floor is b1's 700 B; with split b1 (g2, s1 -> g1)
+  // can release s1 (400 B) against g1 (100 B), and b4 s4 against g4.
+  for (const bytes_t budget : {1100, 900, 700, 660}) {
+    CAPTURE(budget);
+    const plan pl = run("tsplit", p, dev, budget);
+    CHECK(pl.feasible);
+    check_valid(p, pl, dev);
+  }
+  CHECK_FALSE(run("tsplit-nosplit", p, dev, 660).feasible);
+  const device_spec titan = find_device("titan-rtx");
+  for (const char* name : {"resnet50", "vgg16", "transformer"}) {
+    model::options o;
+    o.batch = 32;
+    const problem zp = compile(model::build(name, o, titan));
+    for (const double share : {0.6, 0.4}) {
+      CAPTURE(name);
+      CAPTURE(share);
+      const auto budget = static_cast<bytes_t>(share * static_cast<double>(zp.baseline_peak()));
+      const plan pl = run("tsplit", zp, titan, budget);
+      check_valid(zp, pl, titan);
+    }
+  }
+}

@@ -4,7 +4,7 @@
 //   memplan info     SOURCE [--device D] [--json]
 //   memplan plan     SOURCE --device D --budget SIZE --planner P [--json] [--out plan.json] [--trace t.json] [--seed N]
 //   memplan compare  SOURCE --device D --budget SIZE [--planners a,b,...] [--json]
-//   memplan maxbatch --model M --device D [--budget SIZE] [--planners a,b,...] [--max-overhead X] [--json]
+//   memplan maxbatch --model M --device D [--budget SIZE] [--planners a,b,...] [--max-overhead X] [--search batch|scale] [--json]
 //   memplan simulate --graph G --plan P --device D [--budget SIZE] [--json] [--trace t.json]
 //   memplan validate --graph G --plan P --budget SIZE [--device D] [--json]
 //   memplan import   --dtr-log FILE [--out g.json]
@@ -369,20 +369,34 @@ int cmd_compare(const arguments& args) {
   return 0;
 }
 
-/// The largest batch at which `planner` makes a feasible plan within
-/// `max_overhead`, by doubling then bisection (feasibility is taken to be
-/// monotone in the batch size).
+/// The largest batch (or, with `--search scale`, the largest integer width
+/// factor k at the given batch: TSPLIT Table V) at which `planner` makes a
+/// feasible plan within `max_overhead`, by doubling then bisection
+/// (feasibility is taken to be monotone in the batch size or the scale).
 struct batch_result {
   int max_batch = 0;
   std::optional<planned> at_max;
 };
 
+/// `--search batch` (the default) or `--search scale`.
+bool search_by_scale(const arguments& args) {
+  const std::string what = args.get("search").value_or("batch");
+  MEMPLAN_EXPECTS(what == "batch" || what == "scale", invalid_argument, "--search: '", what,
+                  "' is not one of batch, scale");
+  return what == "scale";
+}
+
 batch_result search_batch(const arguments& args, const device_spec& d, const planner_entry& planner,
                           const planner_options& options, double max_overhead, bool progress) {
   model::options mo = read_model_options(args);
   const std::string model_name = args.require("model");
+  const bool by_scale = search_by_scale(args);
   const auto try_batch = [&](int batch) -> std::optional<planned> {
-    mo.batch = batch;
+    if (by_scale) {
+      mo.scale = batch;
+    } else {
+      mo.batch = batch;
+    }
     const problem p = compile(model::build(model_name, mo, d));
     const bytes_t budget = args.has("budget") ? read_budget(args, p) : d.memory_bytes;
     auto r = run_planner(planner, p, d, budget, options, false);
@@ -430,7 +444,7 @@ int cmd_maxbatch(const arguments& args) {
   if (args.has("json")) {
     json j{{"model", args.require("model")}, {"device", d.name}, {"rows", json::array()}};
     for (const auto& [name, r] : rows) {
-      json row{{"planner", name}, {"max_batch", r.max_batch}};
+      json row{{"planner", name}, {search_by_scale(args) ? "max_scale" : "max_batch", r.max_batch}};
       if (r.at_max) {
         row["time_s"] = r.at_max->sim.time_us / 1e6;
         row["overhead"] = r.at_max->sim.overhead;
@@ -440,13 +454,15 @@ int cmd_maxbatch(const arguments& args) {
     }
     std::cout << j.dump(2) << "\n";
   } else {
-    std::cout << args.require("model") << " on " << d.name << ": largest batch per planner\n";
+    const bool by_scale = search_by_scale(args);
+    std::cout << args.require("model") << " on " << d.name
+              << (by_scale ? ": largest scale per planner\n" : ": largest batch per planner\n");
     std::vector<std::vector<std::string>> cells;
     for (const auto& [name, r] : rows) {
       cells.push_back({name, std::to_string(r.max_batch), r.at_max ? format_bytes(r.at_max->sim.peak_bytes) : "-",
                        r.at_max ? fixed(100 * r.at_max->sim.overhead, 1) + " %" : "-"});
     }
-    print_table(std::cout, {"planner", "max batch", "peak", "overhead"}, cells);
+    print_table(std::cout, {"planner", by_scale ? "max scale" : "max batch", "peak", "overhead"}, cells);
   }
   return 0;
 }
@@ -514,7 +530,8 @@ const char* usage =
     "  info     SOURCE [--device D] [--json]          ops, tensors, parameters, baseline peak and time\n"
     "  plan     SOURCE --device D --budget SIZE --planner P [--json] [--out plan.json] [--trace t.json] [--seed N]\n"
     "  compare  SOURCE --device D --budget SIZE [--planners a,b,...] [--json]\n"
-    "  maxbatch --model M --device D [--budget SIZE] [--planners a,b,...] [--max-overhead X] [--json]\n"
+    "  maxbatch --model M --device D [--budget SIZE] [--planners a,b,...] [--max-overhead X] [--search batch|scale]\n"
+    "           [--json]\n"
     "  simulate --graph G --plan P --device D [--budget SIZE] [--json] [--trace t.json]\n"
     "  validate --graph G --plan P --budget SIZE [--json]\n"
     "  import   --dtr-log FILE [--out g.json]         a DTR operator log as a memplan-graph document\n"
@@ -543,7 +560,7 @@ int dispatch(std::string_view command, std::span<const char* const> rest) {
   }
   if (command == "compare") return cmd_compare(arguments(command, with_planner({{"budget"}, {"planners"}}), rest));
   if (command == "maxbatch") {
-    return cmd_maxbatch(arguments(command, with_planner({{"budget"}, {"planners"}, {"max-overhead"}}), rest));
+    return cmd_maxbatch(arguments(command, with_planner({{"budget"}, {"planners"}, {"max-overhead"}, {"search"}}), rest));
   }
   if (command == "simulate") {
     return cmd_simulate(arguments(

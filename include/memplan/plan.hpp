@@ -26,7 +26,42 @@
 /// - Tensors without a producer are on the device at time 0.
 /// - If an allocation does not fit the budget, the action waits for frees
 ///   of actions in flight; if none can come, the plan is out of memory.
+///
+/// Split ops and micro-tensors (TSPLIT §V-A, Fig. 10). `parts` > 1 cuts an
+/// op into micro-ops along the outermost (batch) dimension:
+/// - `compute(s, parts)` with `part` = no_index runs all micro-ops back to
+///   back as one action: it takes `split_time_us` and needs one part's
+///   workspace, ceil(workspace / parts); its tensors stay whole.
+/// - `compute(s, parts, k)` runs micro-op k only (0 <= k < parts), for
+///   split_time_us / parts with ceil(workspace / parts) of workspace. A step
+///   is computed either whole, once, or by micro-ops 0, 1, ..., parts-1 in
+///   that order; `recompute(s, parts, k)` redoes a micro-op of a computed step.
+/// - The *sample tensors* of a micro-op — its inputs and outputs of kind
+///   input, activation or gradient (`splits_with_batch`) — are split:
+///   micro-op k reads and makes micro-tensor k of each, of
+///   `micro_bytes(bytes, parts, k)` bytes (the parts add up to the tensor).
+///   Its other tensors are whole: parameters are read whole, and a whole
+///   output (a parameter gradient: the micro-ops' sum) is made by micro-op 0
+///   and written by the later ones.
+/// - A tensor is on the device whole, or as micro-tensors of one `parts`
+///   count. Micro-tensors of one tensor are contiguous, so views are free
+///   (zero-copy): micro-tensor k can be read from the whole tensor, and an
+///   op reads a tensor whole when all its micro-tensors are on the device
+///   (the merge of Fig. 10). Reading micro-tensor k of `parts` needs the
+///   whole tensor, micro-tensor k of that same `parts`, or all the
+///   micro-tensors of another `parts` count (merged and split again in place).
+/// - `swap_out(t, parts, k)` and `free(t, parts, k)` release micro-tensor k
+///   alone; `swap_in(t, parts, k)` brings it back from a host copy of that
+///   micro-tensor or of the whole tensor. Releasing a micro-tensor of a
+///   whole tensor splits it in place: every earlier-issued action holding
+///   the whole tensor must have ended before the release starts (by stream
+///   order or waits), then the tensor is `parts` micro-tensors and only the
+///   released one goes. A whole release or swap-in of a tensor held as
+///   micro-tensors is invalid; a whole recompute leaves an output that is
+///   on the device whole or as all its micro-tensors, makes it if none of
+///   them is there, and is invalid if only some are.
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <string_view>
@@ -66,8 +101,19 @@ struct action {
   action_kind kind = action_kind::compute;
   index_t step = no_index;    ///< compute / recompute: the step whose op runs
   index_t tensor = no_index;  ///< swap_out / swap_in / free: the tensor
-  index_t parts = 1;          ///< compute / recompute: micro-batches the op is split into (1 = whole)
+  index_t parts = 1;          ///< micro-batches the op (or the tensor) is split into (1 = whole)
+  index_t part = no_index;    ///< with parts > 1: the micro-op or micro-tensor; no_index: all of them
 };
+
+/// Tensors split with the batch dimension when their op is (plan.hpp's
+/// comment): those that carry samples.
+[[nodiscard]] constexpr bool splits_with_batch(tensor_kind k) noexcept {
+  return k == tensor_kind::input || k == tensor_kind::activation || k == tensor_kind::gradient;
+}
+/// Bytes of micro-tensor k of a tensor of `bytes` cut into `parts`.
+[[nodiscard]] constexpr bytes_t micro_bytes(bytes_t bytes, index_t parts, index_t k) noexcept {
+  return bytes * (k + 1) / parts - bytes * k / parts;
+}
 
 /// A search planner's best plan after one iteration (HOME Fig. 8): its
 /// simulated time, and by how much it exceeds the budget (0: it fits).
@@ -107,34 +153,64 @@ struct plan {
 /// issue order and let the builder derive the events.
 class plan_builder {
  public:
-  plan_builder(const problem& p, std::string planner, bytes_t budget) : p_(&p), made_by_(p.num_tensors(), no_index), saved_by_(p.num_tensors(), no_index), on_device_(p.num_tensors(), 0) {
+  plan_builder(const problem& p, std::string planner, bytes_t budget)
+      : p_(&p), made_by_(p.num_tensors(), no_index), saved_by_(p.num_tensors(), no_index),
+        on_device_(p.num_tensors(), 0), micro_(p.num_tensors()) {
     for (std::size_t t = 0; t < p.num_tensors(); ++t) on_device_[t] = p.producer[t] == no_index ? 1 : 0;
     plan_.planner = std::move(planner);
     plan_.budget = budget;
     plan_.decisions.assign(p.num_tensors(), decision::keep);
   }
 
-  index_t compute(index_t step, index_t parts = 1) { return run(action_kind::compute, step, parts); }
-  index_t recompute(index_t step, index_t parts = 1) { return run(action_kind::recompute, step, parts); }
+  /// `part` >= 0: micro-op `part` of `parts` (plan.hpp's comment).
+  index_t compute(index_t step, index_t parts = 1, index_t part = no_index) {
+    return run(action_kind::compute, step, parts, part);
+  }
+  index_t recompute(index_t step, index_t parts = 1, index_t part = no_index) {
+    return run(action_kind::recompute, step, parts, part);
+  }
   /// `after`: more actions to wait for. Copy streams run ahead of the
   /// compute stream, so a swap starts as soon as its events fire; a prefetch
   /// needs an in-trigger (Capuchin §4.3) or it would bring the tensor back
   /// as soon as it left.
   index_t swap_out(index_t t, std::span<const index_t> after = {}) {
-    const index_t a = swap(action_kind::swap_out, t, made_by_[static_cast<std::size_t>(t)], after);
+    const index_t a = swap(action_kind::swap_out, t, made_by_[static_cast<std::size_t>(t)], after, 1, no_index);
     saved_by_[static_cast<std::size_t>(t)] = a;
     on_device_[static_cast<std::size_t>(t)] = 0;
     return a;
   }
   index_t swap_in(index_t t, std::span<const index_t> after = {}) {
-    const index_t a = swap(action_kind::swap_in, t, saved_by_[static_cast<std::size_t>(t)], after);
+    const index_t a = swap(action_kind::swap_in, t, saved_by_[static_cast<std::size_t>(t)], after, 1, no_index);
     made_by_[static_cast<std::size_t>(t)] = a;
     on_device_[static_cast<std::size_t>(t)] = 1;
     return a;
   }
   index_t free(index_t t) {
     on_device_[static_cast<std::size_t>(t)] = 0;
-    return plan_.push({action_kind::free, no_index, t, 1});
+    return last_compute_ = plan_.push({action_kind::free, no_index, t, 1, no_index});
+  }
+  /// Micro-tensor `part` of `parts` of t. Releasing one of a whole tensor
+  /// splits it in place, so the release also waits for the latest
+  /// compute-stream action and the copies that hold the whole tensor.
+  index_t swap_out(index_t t, index_t parts, index_t part, std::span<const index_t> after = {}) {
+    const index_t a = swap(action_kind::swap_out, t, release_source(t, parts, part), after, parts, part);
+    micro_of(t, parts).saved[static_cast<std::size_t>(part)] = a;
+    return a;
+  }
+  index_t swap_in(index_t t, index_t parts, index_t part, std::span<const index_t> after = {}) {
+    micro_state& m = micro_of(t, parts);
+    const index_t saved = m.saved[static_cast<std::size_t>(part)];
+    const index_t a = swap(action_kind::swap_in, t, saved != no_index ? saved : saved_by_[static_cast<std::size_t>(t)],
+                           after, parts, part);
+    m.made[static_cast<std::size_t>(part)] = a;
+    m.on_device[static_cast<std::size_t>(part)] = 1;
+    return a;
+  }
+  index_t free(index_t t, index_t parts, index_t part) {
+    const index_t source = release_source(t, parts, part);
+    on_.assign(extra_.begin(), extra_.end());
+    if (source != no_index) on_.push_back(source);
+    return last_compute_ = plan_.push({action_kind::free, no_index, t, parts, part}, on_);
   }
 
   void decide(index_t t, decision d) { plan_.decisions[static_cast<std::size_t>(t)] = d; }
@@ -148,35 +224,99 @@ class plan_builder {
   [[nodiscard]] plan finish() && { return std::move(plan_); }
 
  private:
-  index_t swap(action_kind kind, index_t t, index_t source, std::span<const index_t> after) {
+  /// Per tensor held as micro-tensors: their makers, swap-outs, presence.
+  struct micro_state {
+    index_t parts = 0;
+    std::vector<index_t> made, saved;
+    std::vector<std::uint8_t> on_device;
+  };
+  micro_state& micro_of(index_t t, index_t parts) {
+    micro_state& m = micro_[static_cast<std::size_t>(t)];
+    if (m.parts != parts) {
+      m.parts = parts;
+      m.made.assign(static_cast<std::size_t>(parts), no_index);
+      m.saved.assign(static_cast<std::size_t>(parts), no_index);
+      m.on_device.assign(static_cast<std::size_t>(parts), 0);
+    }
+    return m;
+  }
+  /// Before releasing micro-tensor `part`: if t is whole, it becomes micro-
+  /// tensors in place (extra waits go to `extra_`); returns the action that
+  /// made the micro-tensor's data.
+  index_t release_source(index_t t, index_t parts, index_t part) {
+    const auto ti = static_cast<std::size_t>(t);
+    extra_.clear();
+    micro_state& m = micro_of(t, parts);
+    if (on_device_[ti]) {
+      on_device_[ti] = 0;
+      for (const index_t h : {last_compute_, saved_by_[ti] > made_by_[ti] ? saved_by_[ti] : no_index}) {
+        if (h != no_index) extra_.push_back(h);
+      }
+      m.made.assign(static_cast<std::size_t>(parts), made_by_[ti]);
+      m.on_device.assign(static_cast<std::size_t>(parts), 1);
+    }
+    m.on_device[static_cast<std::size_t>(part)] = 0;
+    return m.made[static_cast<std::size_t>(part)];
+  }
+  index_t swap(action_kind kind, index_t t, index_t source, std::span<const index_t> after, index_t parts,
+               index_t part) {
     on_.assign(after.begin(), after.end());
     if (source != no_index) on_.push_back(source);
-    return plan_.push({kind, no_index, t, 1}, on_);
+    if (kind == action_kind::swap_out && part != no_index) on_.insert(on_.end(), extra_.begin(), extra_.end());
+    return plan_.push({kind, no_index, t, parts, part}, on_);
   }
-  index_t run(action_kind kind, index_t step, index_t parts) {
+  /// Waits for the swap-in that made the copy step `step` reads of t.
+  void wait_for_maker(index_t t, index_t parts, index_t part) {
+    const auto ti = static_cast<std::size_t>(t);
+    const micro_state& m = micro_[ti];
+    const auto add = [&](index_t maker) {
+      if (maker != no_index && plan_.actions[static_cast<std::size_t>(maker)].kind == action_kind::swap_in) {
+        on_.push_back(maker);
+      }
+    };
+    if (on_device_[ti] || m.parts == 0) return add(made_by_[ti]);
+    if (part != no_index && m.parts == parts) return add(m.made[static_cast<std::size_t>(part)]);
+    for (const index_t maker : m.made) add(maker);  // read whole: every micro-tensor
+  }
+  index_t run(action_kind kind, index_t step, index_t parts, index_t part) {
     on_.clear();
     for (const index_t t : p_->inputs(step)) {
-      const index_t m = made_by_[static_cast<std::size_t>(t)];
-      if (m != no_index && plan_.actions[static_cast<std::size_t>(m)].kind == action_kind::swap_in) on_.push_back(m);
+      const bool micro = part != no_index && splits_with_batch(p_->kind[static_cast<std::size_t>(t)]);
+      wait_for_maker(t, parts, micro ? part : no_index);
     }
-    const index_t a = plan_.push({kind, step, no_index, parts}, on_);
+    const index_t a = last_compute_ = plan_.push({kind, step, no_index, parts, part}, on_);
     // A recompute makes only the outputs that are not on the device; a
     // swapped-in one keeps its swap-in as its maker.
     for (const index_t t : p_->outputs(step)) {
       const auto ti = static_cast<std::size_t>(t);
-      if (kind == action_kind::recompute && on_device_[ti]) continue;
+      if (part != no_index && splits_with_batch(p_->kind[ti]) && !on_device_[ti]) {
+        micro_state& m = micro_of(t, parts);
+        const auto k = static_cast<std::size_t>(part);
+        if (kind == action_kind::recompute && m.on_device[k]) continue;
+        m.made[k] = a;
+        m.on_device[k] = 1;
+        continue;
+      }
+      const micro_state& held = micro_[ti];
+      const bool as_micro = held.parts > 0 && std::ranges::find(held.on_device, 0) == held.on_device.end();
+      if (kind == action_kind::recompute && (on_device_[ti] || as_micro)) continue;
+      if (part != no_index && part > 0 && on_device_[ti]) continue;  // a whole output: micro-op 0 made it
       made_by_[ti] = a;
       on_device_[ti] = 1;
+      micro_[ti].parts = 0;
     }
     return a;
   }
 
   const problem* p_;
   plan plan_;
-  std::vector<index_t> made_by_;   ///< per tensor: the action that made its current device copy
-  std::vector<index_t> saved_by_;  ///< per tensor: its latest swap_out
-  std::vector<std::uint8_t> on_device_;  ///< per tensor: a device copy exists after the actions so far
+  std::vector<index_t> made_by_;   ///< per tensor: the action that made its current whole device copy
+  std::vector<index_t> saved_by_;  ///< per tensor: its latest whole swap_out
+  std::vector<std::uint8_t> on_device_;  ///< per tensor: a whole device copy exists after the actions so far
+  std::vector<micro_state> micro_;       ///< per tensor: its micro-tensors, when split
+  index_t last_compute_ = no_index;      ///< the latest compute-stream action
   std::vector<index_t> on_;
+  std::vector<index_t> extra_;
 };
 
 /// The `none` plan: every op once, in schedule order; nothing released early.

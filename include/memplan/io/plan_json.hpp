@@ -84,14 +84,19 @@ class plan_reader {
       action act;
       act.kind = r.choice<action_kind>("kind", action_kind_names);
       const bool on_op = runs_op(act.kind);
-      const char* misplaced = on_op ? "tensor" : (r.has("op") ? "op" : "parts");
+      const char* misplaced = on_op ? "tensor" : "op";
       if (r.has(misplaced)) r.fail(misplaced, "does not apply to a ", to_string(act.kind), " action");
       if (on_op) {
         act.step = resolve(r, "op", step_by_op_id_, "op");
-        act.parts = static_cast<index_t>(r.integer_or("parts", 1, 1, INT32_MAX));
       } else {
         act.tensor = resolve(r, "tensor", tensor_by_id_, "tensor");
+        // A swap or free is of the whole tensor, or of one micro-tensor.
+        if (r.has("parts") && !r.has("part")) {
+          r.fail("parts", "applies to a ", to_string(act.kind), " action only with 'part' (a micro-tensor)");
+        }
       }
+      act.parts = static_cast<index_t>(r.integer_or("parts", 1, 1, INT32_MAX));
+      if (r.has("part")) act.part = static_cast<index_t>(r.integer_or("part", 0, 0, act.parts - 1));
       const auto waits = r.integers_or_empty("waits");
       for (std::size_t k = 0; k < waits.size(); ++k) {
         if (waits[k] >= static_cast<std::int64_t>(a)) {
@@ -160,12 +165,13 @@ class plan_reader {
       MEMPLAN_EXPECTS(act.step >= 0 && static_cast<std::size_t>(act.step) < p.num_steps(), invalid_graph, "action ", a,
                       ": step ", act.step, " is outside the problem's ", p.num_steps(), " steps");
       entry["op"] = p.op_id[static_cast<std::size_t>(act.step)];
-      if (act.parts > 1) entry["parts"] = act.parts;
     } else {
       MEMPLAN_EXPECTS(act.tensor >= 0 && static_cast<std::size_t>(act.tensor) < p.num_tensors(), invalid_graph,
                       "action ", a, ": tensor ", act.tensor, " is outside the problem's ", p.num_tensors(), " tensors");
       entry["tensor"] = p.tensor_id[static_cast<std::size_t>(act.tensor)];
     }
+    if (act.parts > 1 || act.part != no_index) entry["parts"] = act.parts;
+    if (act.part != no_index) entry["part"] = act.part;
     const auto waits = pl.waits_of(a);
     if (!waits.empty()) entry["waits"] = std::vector<index_t>(waits.begin(), waits.end());
     actions.push_back(std::move(entry));

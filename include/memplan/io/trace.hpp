@@ -49,10 +49,11 @@ inline void write_chrome_trace(std::ostream& out, const problem& p, const plan& 
     json args = {{"action", row.action}};
     if (runs_op) {
       args["op_type"] = p.op_type[i];
-      if (act.parts > 1) args["parts"] = act.parts;
     } else {
-      args["bytes"] = p.bytes[i];
+      args["bytes"] = act.part == no_index ? p.bytes[i] : micro_bytes(p.bytes[i], act.parts, act.part);
     }
+    if (act.parts > 1) args["parts"] = act.parts;
+    if (act.part != no_index) args["part"] = act.part;
     const std::string& name = runs_op ? p.op_name[i] : p.tensor_name[i];
     events.push_back({{"ph", "X"},
                       {"name", act.kind == action_kind::compute ? name : std::string(kind) + " " + name},

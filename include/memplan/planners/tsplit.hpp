@@ -1,8 +1,9 @@
 #pragma once
 /// \file
-/// `tsplit-nosplit`: TSPLIT (Nie et al., "TSPLIT: Fine-grained GPU Memory
+/// `tsplit` and `tsplit-nosplit`: TSPLIT (Nie et al., "TSPLIT: Fine-grained GPU Memory
 /// Management for Efficient DNN Training via Tensor Splitting", ICDE 2022)
-/// without its split option — the paper's "TSPLIT w/o Split" (Fig. 13).
+/// with and without its split option (the latter is the paper's "TSPLIT
+/// w/o Split", Fig. 13).
 ///
 /// Algo 2 walks the DFS schedule (Algo 1); at every memory bottleneck it
 /// evicts the live tensor whose swap (Eq. 2-3, with the PCIe occupancy
@@ -42,8 +43,8 @@ struct attempt {
 };
 
 inline attempt plan_once(const problem& p, const device_spec& dev, std::string_view name, bytes_t budget,
-                         bytes_t target) {
-  algo2 walk(p, dev, target);
+                         bytes_t target, bool split) {
+  algo2 walk(p, dev, target, split);
   attempt a;
   for (std::size_t s = 0; s < p.num_steps(); ++s) {
     walk.advance();
@@ -55,16 +56,17 @@ inline attempt plan_once(const problem& p, const device_spec& dev, std::string_v
   // Two passes: the first finds the tensors that recomputations read after
   // their last use, the second frees those early.
   const std::vector<std::uint8_t> none(p.num_tensors(), 0);
-  emitter first(p, walk.evictions(), std::string(name), budget, none);
+  emitter first(p, walk.evictions(), walk.splits(), std::string(name), budget, none);
   first.run();
-  emitter second(p, walk.evictions(), std::string(name), budget, first.read_dead());
+  emitter second(p, walk.evictions(), walk.splits(), std::string(name), budget, first.read_dead());
   second.run();
   a.result = std::move(second).finish();
   return a;
 }
 
 /// Algo 2 with the simulator's feedback (see the file comment).
-inline plan plan_with_feedback(const problem& p, const device_spec& dev, bytes_t budget, std::string_view name) {
+inline plan plan_with_feedback(const problem& p, const device_spec& dev, bytes_t budget, std::string_view name,
+                               bool split) {
   constexpr int rounds = 6;
   constexpr bytes_t unlimited = std::numeric_limits<bytes_t>::max() / 2;
   simulator sim;
@@ -73,7 +75,7 @@ inline plan plan_with_feedback(const problem& p, const device_spec& dev, bytes_t
   std::string why;
   bytes_t target = budget;
   for (int round = 0; round < rounds && target > 0; ++round) {
-    attempt a = plan_once(p, dev, name, budget, target);
+    attempt a = plan_once(p, dev, name, budget, target, split);
     const report r = sim.run(p, a.result, dev, budget);
     if (r.feasible) {
       a.result.best_peak = r.peak_bytes;
@@ -84,14 +86,14 @@ inline plan plan_with_feedback(const problem& p, const device_spec& dev, bytes_t
       best_peak = free_run.peak_bytes;
       best = std::move(a.result);
       why = a.stuck != no_index
-                ? concat("no swap or recompute option is left at op '", p.op_name[static_cast<std::size_t>(a.stuck)],
+                ? concat("no option is left at op '", p.op_name[static_cast<std::size_t>(a.stuck)],
                          "' (step ", a.stuck, "), where ", format_bytes(a.stuck_memory), " stay on the device")
                 : r.failure;
     }
     if (a.stuck != no_index || !free_run.feasible) break;  // a lower target cannot help
     target -= std::max(free_run.peak_bytes - budget, budget / 64 + 1);
   }
-  if (best.actions.empty()) best = plan_once(p, dev, name, budget, budget).result;
+  if (best.actions.empty()) best = plan_once(p, dev, name, budget, budget, split).result;
   best.feasible = false;
   best.best_peak = best_peak;
   best.reason = concat(name, ": ", why, "; the smallest peak reached is ", best_peak, " bytes (",
@@ -105,9 +107,25 @@ inline plan plan_with_feedback(const problem& p, const device_spec& dev, bytes_t
 struct tsplit_nosplit_planner {
   plan operator()(const problem& p, const device_spec& dev, bytes_t budget, const planner_options&) const {
     MEMPLAN_EXPECTS(budget >= 0, invalid_argument, "tsplit-nosplit: the budget must be non-negative, got ", budget);
-    return detail::tsplit::plan_with_feedback(p, dev, budget, "tsplit-nosplit");
+    return detail::tsplit::plan_with_feedback(p, dev, budget, "tsplit-nosplit", false);
   }
 };
 static_assert(planner<tsplit_nosplit_planner>);
+
+/// TSPLIT: Algo 2 over swap, recompute and split (Eq. 2-6).
+struct tsplit_planner {
+  plan operator()(const problem& p, const device_spec& dev, bytes_t budget, const planner_options&) const {
+    MEMPLAN_EXPECTS(budget >= 0, invalid_argument, "tsplit: the budget must be non-negative, got ", budget);
+    plan with_split = detail::tsplit::plan_with_feedback(p, dev, budget, "tsplit", true);
+    if (with_split.feasible) return with_split;
+    // Algo 2 is greedy: a split taken early can leave a later bottleneck
+    // with fewer options. Where the plan with split does not fit, the plan
+    // without it is tried too (Algo 2 line 15 compares the options per
+    // bottleneck; this compares the two whole plans).
+    plan without = detail::tsplit::plan_with_feedback(p, dev, budget, "tsplit", false);
+    return without.feasible || without.best_peak < with_split.best_peak ? without : with_split;
+  }
+};
+static_assert(planner<tsplit_planner>);
 
 }  // namespace memplan

@@ -20,7 +20,10 @@
 /// An executor that issues the list in order behaves so, and it keeps
 /// prefetches from starving the compute stream. A split op (parts > 1) needs
 /// only one part's workspace at a time, ceil(workspace / parts): its kernels
-/// run one after another on the compute stream (TSPLIT §III-C).
+/// run one after another on the compute stream (TSPLIT §III-C). Micro-ops
+/// and micro-tensors (part >= 0) are copies of their own; a micro-tensor
+/// released from a whole tensor first splits it in place: the whole copy's
+/// bytes pass to `parts` micro copies, once its earlier holders have ended.
 ///
 /// `validator.hpp` checks the same rules with independent, naive code.
 
@@ -98,6 +101,7 @@ class simulator {
     index_t source;       ///< swap_in: the swap_out whose host copy it reads
     index_t touch_begin;  ///< into `touches_`; the next action's is the end
     index_t next;         ///< the next action on its stream, or the action count
+    index_t splits;       ///< the whole copy it splits in place into micro-tensors, or no_index
     stream_kind stream;
   };
   /// One device copy of a tensor: made by one action (or there at time 0),
@@ -175,6 +179,13 @@ class simulator {
     current_.assign(tensors, no_index);
     saved_by_.assign(tensors, no_index);
     computed_.assign(steps, 0);
+    step_parts_.assign(steps, 1);
+    micro_parts_.assign(tensors, 0);
+    micro_at_.resize(tensors);
+    micro_copy_.clear();
+    host_parts_.assign(tensors, 0);
+    host_at_.resize(tensors);
+    host_copy_.clear();
 
     // Tensors without a producer are on the device at time 0 (plan.hpp).
     initial_bytes_ = 0;
@@ -207,6 +218,13 @@ class simulator {
       bytes_t workspace = 0;
       double duration = 0;
       index_t source = no_index;
+      index_t splits = no_index;
+      const bool micro = act.part != no_index;
+      if (micro && (act.part < 0 || act.part >= act.parts)) {
+        return fail(detail::concat("action ", a, " (", to_string(act.kind), "): part ", act.part,
+                                   " is outside [0, parts = ", act.parts, ")"),
+                    r);
+      }
       switch (act.kind) {
         case action_kind::compute:
         case action_kind::recompute: {
@@ -219,38 +237,68 @@ class simulator {
           if (act.parts < 1) {
             return fail(describe(p, pl, a) + detail::concat(": parts must be at least 1, got ", act.parts), r);
           }
-          auto& done = computed_[static_cast<std::size_t>(s)];
-          if (act.kind == action_kind::compute && done) {
-            return fail(describe(p, pl, a) + ": the step is computed twice (use recompute)", r);
-          }
-          if (act.kind == action_kind::recompute && !done) {
+          const auto si = static_cast<std::size_t>(s);
+          index_t& done = computed_[si];
+          if (act.kind == action_kind::compute) {
+            // Whole once, or micro-ops 0, 1, ..., parts-1 in order (plan.hpp).
+            if (done != 0 && (!micro || act.part == 0)) {
+              return fail(describe(p, pl, a) + ": the step is computed twice (use recompute)", r);
+            }
+            if (micro && act.part > 0 && (step_parts_[si] != act.parts || done != act.part)) {
+              return fail(describe(p, pl, a) + detail::concat(": micro-op ", act.part, " of ", act.parts,
+                                                              " comes out of order; micro-ops computed so far: ",
+                                                              done, " of ", step_parts_[si]),
+                          r);
+            }
+            step_parts_[si] = micro ? act.parts : 1;
+            done = micro ? act.part + 1 : 1;
+          } else if (done == 0 || done != step_parts_[si]) {
             return fail(describe(p, pl, a) + ": recomputes a step that has not been computed yet", r);
           }
-          done = 1;
-          make_room(p.inputs(s).size() + p.outputs(s).size(), p.outputs(s).size());
           for (const index_t t : p.inputs(s)) {
-            const index_t c = current_[static_cast<std::size_t>(t)];
-            if (c == no_index) return fail(describe(p, pl, a) + not_on_device(p, pl, a, t), r);
-            touch(c, true);
+            const bool split = micro && splits_with_batch(p.kind[static_cast<std::size_t>(t)]);
+            if (!hold(t, act.parts, split ? act.part : no_index, true)) {
+              return fail(describe(p, pl, a) + not_on_device(p, pl, a, t), r);
+            }
           }
           // compute makes every output; recompute brings back those not on the device.
           for (const index_t t : p.outputs(s)) {
-            auto& c = current_[static_cast<std::size_t>(t)];
-            if (c != no_index) continue;
-            const bytes_t b = p.bytes[static_cast<std::size_t>(t)];
+            const auto ti = static_cast<std::size_t>(t);
+            make_room(1, 1);
+            if (micro && splits_with_batch(p.kind[ti]) && current_[ti] == no_index) {
+              if (!enter_parts(t, act.parts)) return fail(describe(p, pl, a) + other_parts(p, t), r);
+              index_t& c = micro_copy_[micro_at_[ti] + static_cast<std::size_t>(act.part)];
+              if (c != no_index) continue;
+              const bytes_t b = micro_bytes(p.bytes[ti], act.parts, act.part);
+              c = new_copy(t, b, a);
+              touch(c, false);
+              alloc += b;
+              continue;
+            }
+            auto& c = current_[ti];
+            if (c != no_index) {
+              if (micro && act.kind == action_kind::compute) touch(c, true);  // a whole output made by micro-op 0
+              continue;
+            }
+            if (micro_parts_[ti] != 0) {
+              if (all_micro(t)) continue;  // on the device as micro-tensors
+              if (any_micro(t)) return fail(describe(p, pl, a) + partly_on_device(p, t), r);
+              micro_parts_[ti] = 0;
+            }
+            const bytes_t b = p.bytes[ti];
             c = new_copy(t, b, a);
             touch(c, false);
             alloc += b;
           }
-          const bytes_t w = p.workspace[static_cast<std::size_t>(s)];
+          const bytes_t w = p.workspace[si];
           workspace = act.parts == 1 ? w : (w + act.parts - 1) / act.parts;
           alloc += workspace;
-          duration = split_time_us(dev, p.time_us[static_cast<std::size_t>(s)], act.parts);
+          duration = split_time_us(dev, p.time_us[si], act.parts) / (micro ? act.parts : 1);
           if (act.kind == action_kind::recompute) {
             ++r.recomputed_ops;
             r.recompute_us += duration;
           }
-          if (act.parts > 1) ++r.split_ops;
+          if (act.parts > 1 && act.part <= 0) ++r.split_ops;
           break;
         }
         case action_kind::swap_out:
@@ -262,10 +310,25 @@ class simulator {
                                        ", but the problem has ", tensors, " tensors"),
                         r);
           }
-          make_room(1, 1);
           const auto ti = static_cast<std::size_t>(t);
+          if (micro) {
+            if (!splits_with_batch(p.kind[ti])) {
+              return fail(describe(p, pl, a) + ": only tensors of kind input, activation or gradient have micro-tensors",
+                          r);
+            }
+            const bool ok = act.kind == action_kind::swap_in
+                                ? micro_swap_in(p, pl, a, dev, r, alloc, duration, source)
+                                : micro_release(p, pl, a, start, dev, r, duration, splits);
+            if (!ok) return false;
+            break;
+          }
+          make_room(1, 1);
           auto& c = current_[ti];
           const bytes_t b = p.bytes[ti];
+          if (c == no_index && micro_parts_[ti] != 0 && any_micro(t)) {
+            return fail(describe(p, pl, a) + partly_on_device(p, t), r);
+          }
+          micro_parts_[ti] = 0;
           if (act.kind == action_kind::swap_in) {
             if (c != no_index) return fail(describe(p, pl, a) + ": the tensor is already on the device", r);
             if (saved_by_[ti] == no_index) {
@@ -298,7 +361,7 @@ class simulator {
         default:
           return fail(detail::concat("action ", a, " has unknown kind ", static_cast<int>(act.kind)), r);
       }
-      info_[i] = {duration, alloc, workspace, workspace, source, touch_begin, static_cast<index_t>(n), stream};
+      info_[i] = {duration, alloc, workspace, workspace, source, touch_begin, static_cast<index_t>(n), splits, stream};
       const double end = start + duration;
       // Reading a copy (or a host copy) before its maker ends is invalid;
       // `execute` finds and reports it at the time it happens.
@@ -325,7 +388,12 @@ class simulator {
     unbounded_time_us_ = std::max({stream_end[0], stream_end[1], stream_end[2]});
 
     for (std::size_t s = 0; s < steps; ++s) {
-      if (!computed_[s]) return fail(detail::concat("step ", s, " (op '", p.op_name[s], "') is never computed"), r);
+      if (computed_[s] == 0) return fail(detail::concat("step ", s, " (op '", p.op_name[s], "') is never computed"), r);
+      if (computed_[s] != step_parts_[s]) {
+        return fail(detail::concat("step ", s, " (op '", p.op_name[s], "'): only ", computed_[s], " of its ",
+                                   step_parts_[s], " micro-ops are computed"),
+                    r);
+      }
     }
     // The copies still on the device at the end die once their last holder
     // ends, unless the tensor persists across iterations (DESIGN.md §4).
@@ -336,6 +404,139 @@ class simulator {
       ++last_copy.pending;
       last_copy.release_by = kept;
     }
+    return true;
+  }
+
+  /// Action being resolved holds t: micro-tensor `part` of `parts`, or the
+  /// whole tensor (part == no_index) — the whole copy, or every micro-tensor
+  /// (an in-place merge, also how a micro-tensor of another parts count is
+  /// read). \returns false if that is not on the device.
+  bool hold(index_t t, index_t parts, index_t part, bool reads) {
+    const auto ti = static_cast<std::size_t>(t);
+    make_room(1, 0);
+    if (current_[ti] != no_index) {
+      touch(current_[ti], reads);
+      return true;
+    }
+    const index_t q = micro_parts_[ti];
+    if (q == 0) return false;
+    const std::span<const index_t> slots(micro_copy_.data() + micro_at_[ti], static_cast<std::size_t>(q));
+    if (part != no_index && q == parts) {
+      if (slots[static_cast<std::size_t>(part)] == no_index) return false;
+      touch(slots[static_cast<std::size_t>(part)], reads);
+      return true;
+    }
+    if (std::ranges::find(slots, no_index) != slots.end()) return false;
+    make_room(static_cast<std::size_t>(q), 0);
+    for (const index_t c : slots) touch(c, reads);
+    return true;
+  }
+  [[nodiscard]] bool any_micro(index_t t) const {
+    const auto ti = static_cast<std::size_t>(t);
+    for (index_t k = 0; k < micro_parts_[ti]; ++k) {
+      if (micro_copy_[micro_at_[ti] + static_cast<std::size_t>(k)] != no_index) return true;
+    }
+    return false;
+  }
+  [[nodiscard]] bool all_micro(index_t t) const {
+    const auto ti = static_cast<std::size_t>(t);
+    for (index_t k = 0; k < micro_parts_[ti]; ++k) {
+      if (micro_copy_[micro_at_[ti] + static_cast<std::size_t>(k)] == no_index) return false;
+    }
+    return true;
+  }
+  /// t is to hold micro-tensors of `parts`: false if it holds some of another count.
+  bool enter_parts(index_t t, index_t parts) {
+    const auto ti = static_cast<std::size_t>(t);
+    if (micro_parts_[ti] == parts) return true;
+    if (micro_parts_[ti] != 0 && any_micro(t)) return false;
+    micro_parts_[ti] = parts;
+    micro_at_[ti] = micro_copy_.size();
+    micro_copy_.resize(micro_copy_.size() + static_cast<std::size_t>(parts), no_index);
+    return true;
+  }
+  static std::string other_parts(const problem& p, index_t t) {
+    return detail::concat(": tensor '", p.tensor_name[static_cast<std::size_t>(t)],
+                          "' is on the device as micro-tensors of another parts count");
+  }
+  static std::string partly_on_device(const problem& p, index_t t) {
+    return detail::concat(": tensor '", p.tensor_name[static_cast<std::size_t>(t)],
+                          "' is on the device as micro-tensors; release or bring back each of them");
+  }
+
+  /// swap_in(t, parts, k): from the host copy of micro-tensor k, or of the whole tensor.
+  bool micro_swap_in(const problem& p, const plan& pl, index_t a, const device_spec& dev, report& r, bytes_t& alloc,
+                     double& duration, index_t& source) {
+    const action& act = pl.actions[static_cast<std::size_t>(a)];
+    const index_t t = act.tensor;
+    const auto ti = static_cast<std::size_t>(t);
+    if (current_[ti] != no_index) return fail(describe(p, pl, a) + ": the tensor is already on the device", r);
+    if (!enter_parts(t, act.parts)) return fail(describe(p, pl, a) + other_parts(p, t), r);
+    index_t& c = micro_copy_[micro_at_[ti] + static_cast<std::size_t>(act.part)];
+    if (c != no_index) return fail(describe(p, pl, a) + ": the micro-tensor is already on the device", r);
+    source = host_parts_[ti] == act.parts ? host_copy_[host_at_[ti] + static_cast<std::size_t>(act.part)] : no_index;
+    if (source == no_index) source = saved_by_[ti];
+    if (source == no_index) {
+      return fail(describe(p, pl, a) + ": neither the micro-tensor nor the tensor was swapped out", r);
+    }
+    const bytes_t b = micro_bytes(p.bytes[ti], act.parts, act.part);
+    make_room(1, 1);
+    c = new_copy(t, b, a);
+    touch(c, false);
+    alloc = b;
+    duration = dev.h2d.transfer_us(b);
+    r.swapped_in_bytes += b;
+    return true;
+  }
+
+  /// free / swap_out(t, parts, k): releases micro-tensor k, splitting a
+  /// whole t in place first (its bytes pass to `parts` micro copies).
+  bool micro_release(const problem& p, const plan& pl, index_t a, double start, const device_spec& dev, report& r,
+                     double& duration, index_t& splits) {
+    const action& act = pl.actions[static_cast<std::size_t>(a)];
+    const index_t t = act.tensor;
+    const auto ti = static_cast<std::size_t>(t);
+    const bool out = act.kind == action_kind::swap_out;
+    const auto k = static_cast<std::size_t>(act.part);
+    const index_t whole = current_[ti];
+    if (whole != no_index) {
+      make_room(static_cast<std::size_t>(act.parts) + 1, static_cast<std::size_t>(act.parts));
+      touch(whole, false);
+      current_[ti] = no_index;
+      micro_parts_[ti] = 0;
+      enter_parts(t, act.parts);
+      copy_info& w = copies_[static_cast<std::size_t>(whole)];
+      // Issue-order times: an earlier holder may still run when it starts.
+      if (w.release_us > start) unbounded_ = false;
+      const bytes_t total = w.bytes;
+      const index_t creator = w.creator;
+      w.bytes = 0;
+      for (index_t j = 0; j < act.parts; ++j) {
+        const index_t m = new_copy(t, micro_bytes(total, act.parts, j), creator);
+        micro_copy_[micro_at_[ti] + static_cast<std::size_t>(j)] = m;
+        touch(m, out && static_cast<std::size_t>(j) == k);
+      }
+      splits = whole;
+    } else if (micro_parts_[ti] != act.parts ||
+               micro_copy_[micro_at_[ti] + k] == no_index) {
+      return fail(describe(p, pl, a) + ": releases a micro-tensor that is not on the device" +
+                      not_on_device(p, pl, a, t),
+                  r);
+    } else {
+      make_room(1, 0);
+      touch(micro_copy_[micro_at_[ti] + k], out);
+    }
+    micro_copy_[micro_at_[ti] + k] = no_index;
+    if (!out) return true;
+    if (host_parts_[ti] != act.parts) {
+      host_parts_[ti] = act.parts;
+      host_at_[ti] = host_copy_.size();
+      host_copy_.resize(host_copy_.size() + static_cast<std::size_t>(act.parts), no_index);
+    }
+    host_copy_[host_at_[ti] + k] = a;
+    const bytes_t b = micro_bytes(p.bytes[ti], act.parts, act.part);
+    duration = dev.d2h.transfer_us(b);
+    r.swapped_out_bytes += b;
     return true;
   }
 
@@ -529,6 +730,18 @@ class simulator {
           fail_late(p, pl, chosen, source, pl.actions[chosen].tensor, now, r);
           return finish();
         }
+        if (info.splits != no_index) {
+          // An in-place split: every other holder of the whole copy has ended.
+          const copy_info& w = copies_[static_cast<std::size_t>(info.splits)];
+          if (w.pending != 1 || w.release_us > now) {
+            fail(describe(p, pl, static_cast<index_t>(chosen)) +
+                     detail::concat(" splits tensor '", p.tensor_name[static_cast<std::size_t>(w.tensor)],
+                                    "' in place at ", now,
+                                    " us while an earlier action holding it has not ended: a wait is missing"),
+                 r);
+            return finish();
+          }
+        }
         const double end = now + info.duration_us;
         for (const index_t t : touches_of(chosen)) {
           copy_info& c = copies_[static_cast<std::size_t>(t >> 1)];
@@ -614,7 +827,14 @@ class simulator {
   // Per tensor / step, during resolve.
   std::vector<index_t> current_;      ///< the copy on the device, or no_index
   std::vector<index_t> saved_by_;     ///< latest swap_out (the host copy)
-  std::vector<std::uint8_t> computed_;
+  std::vector<index_t> computed_;    ///< per step: 1 when computed whole, else micro-ops computed
+  std::vector<index_t> step_parts_;  ///< per step: 1, or the parts of its micro-ops
+  std::vector<index_t> micro_parts_;     ///< per tensor: parts of its micro-tensors on the device, 0: none
+  std::vector<std::size_t> micro_at_;    ///< per tensor: its slots in micro_copy_
+  std::vector<index_t> micro_copy_;      ///< copies of micro-tensors, or no_index
+  std::vector<index_t> host_parts_;      ///< per tensor: parts of its micro-tensors' host copies, 0: none
+  std::vector<std::size_t> host_at_;     ///< per tensor: its slots in host_copy_
+  std::vector<index_t> host_copy_;       ///< the swap_out of each micro-tensor, or no_index
   bytes_t initial_bytes_ = 0;
 };
 

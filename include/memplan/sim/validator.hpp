@@ -16,7 +16,10 @@
 #include <array>
 #include <cstddef>
 #include <limits>
+#include <map>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "memplan/cost/device.hpp"
@@ -93,7 +96,15 @@ inline std::string name_of(const problem& p, const plan& pl, index_t a) {
     if (op && (act.step < 0 || act.step >= steps)) {
       error(concat("action ", a, " (", to_string(act.kind), "): step ", act.step, " is out of range [0, ", steps, ")"));
     }
-    if (op && act.parts < 1) error(concat("action ", a, " (", to_string(act.kind), "): parts ", act.parts, " < 1"));
+    if (act.parts < 1) error(concat("action ", a, " (", to_string(act.kind), "): parts ", act.parts, " < 1"));
+    if (act.part != no_index && (act.part < 0 || act.part >= act.parts)) {
+      error(concat("action ", a, " (", to_string(act.kind), "): part ", act.part, " is not in [0, ", act.parts, ")"));
+    }
+    if (tensor && act.part != no_index && act.tensor >= 0 && act.tensor < tensors &&
+        !splits_with_batch(at(p.kind, act.tensor))) {
+      error(concat("action ", a, " (", to_string(act.kind), "): tensor '", at(p.tensor_name, act.tensor),
+                   "' is not of kind input, activation or gradient, so it has no micro-tensors"));
+    }
     if (tensor && (act.tensor < 0 || act.tensor >= tensors)) {
       error(concat("action ", a, " (", to_string(act.kind), "): tensor ", act.tensor, " is out of range [0, ",
                    tensors, ")"));
@@ -134,7 +145,23 @@ inline std::string name_of(const problem& p, const plan& pl, index_t a) {
   std::vector<index_t> host_copy(static_cast<std::size_t>(tensors), no_index);
   std::vector<index_t> released(static_cast<std::size_t>(tensors), no_index);
   std::vector<int> computes(static_cast<std::size_t>(steps), 0);
+  std::vector<index_t> step_parts(static_cast<std::size_t>(steps), 1);  // micro-ops: their parts
   std::vector<double> duration(static_cast<std::size_t>(n), 0);
+  // Micro-tensors: parts per tensor (0: none), (tensor, k) -> buffer, and
+  // (tensor, parts, k) -> the swap_out holding its host copy.
+  std::vector<index_t> micro_parts(static_cast<std::size_t>(tensors), 0);
+  std::map<std::pair<index_t, index_t>, index_t> micro_on;
+  std::map<std::tuple<index_t, index_t, index_t>, index_t> micro_host;
+  const auto micro_count = [&](index_t t) {
+    int c = 0;
+    for (index_t k = 0; k < at(micro_parts, t); ++k) c += micro_on.count({t, k}) != 0 ? 1 : 0;
+    return c;
+  };
+  const auto new_micro = [&](index_t t, index_t parts, index_t k, bytes_t bytes, index_t maker) {
+    micro_on[{t, k}] = static_cast<index_t>(buffers.size());
+    buffers.push_back({t, bytes, maker, {}, true});
+    (void)parts;
+  };
   for (index_t t = 0; t < tensors; ++t) {
     if (at(p.producer, t) == no_index) {
       at(on_device, t) = static_cast<index_t>(buffers.size());
@@ -159,34 +186,164 @@ inline std::string name_of(const problem& p, const plan& pl, index_t a) {
     const action& act = at(pl.actions, a);
     if (act.kind == action_kind::compute || act.kind == action_kind::recompute) {
       const index_t s = act.step;
-      if (act.kind == action_kind::compute && ++at(computes, s) > 1) {
-        error(concat(name_of(p, pl, a), ": step ", s, " is computed more than once"));
+      const bool micro = act.part != no_index;
+      // Computed whole once, or by micro-ops 0 .. parts-1 in order.
+      if (act.kind == action_kind::compute) {
+        const int expected = micro ? act.part : 0;
+        if (at(computes, s) != expected || (micro && act.part > 0 && at(step_parts, s) != act.parts)) {
+          error(concat(name_of(p, pl, a), ": step ", s, " is computed more than once, or its micro-op ",
+                       act.part, " of ", act.parts, " is out of order (", at(computes, s), " computed before)"));
+        }
+        at(computes, s) = micro ? act.part + 1 : 1;
+        at(step_parts, s) = micro ? act.parts : 1;
       }
-      if (act.kind == action_kind::recompute && at(computes, s) == 0) {
+      if (act.kind == action_kind::recompute && (at(computes, s) == 0 || at(computes, s) != at(step_parts, s))) {
         error(concat(name_of(p, pl, a), ": recomputes step ", s, " before it is computed"));
       }
       for (const index_t t : p.inputs(s)) {
-        if (at(on_device, t) < 0) {
+        const bool split = micro && splits_with_batch(at(p.kind, t));
+        if (at(on_device, t) >= 0) {
+          buffer& b = at(buffers, at(on_device, t));
+          made_before(a, t, b);
+          b.holders.push_back(a);
+          continue;
+        }
+        // Held as micro-tensors: this one, or all of them (read whole).
+        std::vector<index_t> parts_read;
+        if (split && at(micro_parts, t) == act.parts) {
+          parts_read.push_back(act.part);
+        } else {  // whole, or of another parts count: every micro-tensor
+          for (index_t k = 0; k < at(micro_parts, t); ++k) parts_read.push_back(k);
+        }
+        bool all = !parts_read.empty();
+        for (const index_t k : parts_read) all = all && micro_on.count({t, k}) != 0;
+        if (!all) {
           missing(a, t, " reads ");
           continue;
         }
-        buffer& b = at(buffers, at(on_device, t));
-        made_before(a, t, b);
-        b.holders.push_back(a);
+        for (const index_t k : parts_read) {
+          buffer& b = at(buffers, micro_on[{t, k}]);
+          made_before(a, t, b);
+          b.holders.push_back(a);
+        }
       }
       for (const index_t t : p.outputs(s)) {
-        if (at(on_device, t) >= 0) continue;
+        if (micro && splits_with_batch(at(p.kind, t)) && at(on_device, t) < 0) {
+          if (at(micro_parts, t) != act.parts) {
+            if (micro_count(t) > 0) {
+              error(concat(name_of(p, pl, a), ": tensor '", at(p.tensor_name, t),
+                           "' is held as micro-tensors of another parts count"));
+            }
+            for (index_t k = 0; k < at(micro_parts, t); ++k) micro_on.erase({t, k});
+            at(micro_parts, t) = act.parts;
+          }
+          if (micro_on.count({t, act.part}) != 0) continue;
+          new_micro(t, act.parts, act.part, micro_bytes(at(p.bytes, t), act.parts, act.part), a);
+          at(buffers, micro_on[{t, act.part}]).holders.push_back(a);
+          continue;
+        }
+        if (at(on_device, t) >= 0) {
+          if (micro && act.kind == action_kind::compute) at(buffers, at(on_device, t)).holders.push_back(a);
+          continue;
+        }
+        if (at(micro_parts, t) > 0 && micro_count(t) == at(micro_parts, t)) {
+          if (micro && act.kind == action_kind::compute) {
+            error(concat(name_of(p, pl, a), ": tensor '", at(p.tensor_name, t),
+                         "' is held as micro-tensors but this micro-op makes it whole"));
+          }
+          continue;  // on the device as micro-tensors
+        }
+        if (micro_count(t) > 0) {
+          error(concat(name_of(p, pl, a), ": tensor '", at(p.tensor_name, t),
+                       "' is partly on the device as micro-tensors"));
+        }
+        at(micro_parts, t) = 0;
         at(on_device, t) = static_cast<index_t>(buffers.size());
         buffers.push_back({t, at(p.bytes, t), a, {a}, false});
       }
       const bytes_t w = at(p.workspace, s);
       // One part's scratch at a time: ceil(workspace / parts), as the simulator.
       buffers.push_back({no_index, w / act.parts + (w % act.parts != 0 ? 1 : 0), a, {a}, true});
-      at(duration, a) = split_time_us(dev, at(p.time_us, s), act.parts);
+      at(duration, a) = split_time_us(dev, at(p.time_us, s), act.parts) / (micro ? act.parts : 1);
       continue;
     }
     const index_t t = act.tensor;
     const tensor_kind kind = at(p.kind, t);
+    if (act.part != no_index) {
+      const index_t k = act.part;
+      const bytes_t mb = micro_bytes(at(p.bytes, t), act.parts, k);
+      if (act.kind == action_kind::swap_in) {
+        if (at(on_device, t) >= 0 || (at(micro_parts, t) == act.parts && micro_on.count({t, k}) != 0)) {
+          error(concat(name_of(p, pl, a), ": micro-tensor ", k, " of tensor '", at(p.tensor_name, t),
+                       "' is already on the device"));
+          continue;
+        }
+        if (at(micro_parts, t) != act.parts && micro_count(t) > 0) {
+          error(concat(name_of(p, pl, a), ": tensor '", at(p.tensor_name, t),
+                       "' is held as micro-tensors of another parts count"));
+          continue;
+        }
+        if (at(micro_parts, t) != act.parts) {
+          for (index_t j = 0; j < at(micro_parts, t); ++j) micro_on.erase({t, j});
+          at(micro_parts, t) = act.parts;
+        }
+        const auto host = micro_host.find({t, act.parts, k});
+        const index_t source = host != micro_host.end() ? host->second : at(host_copy, t);
+        if (source == no_index) {
+          error(concat(name_of(p, pl, a), ": tensor '", at(p.tensor_name, t), "' was never swapped out"));
+          continue;
+        }
+        if (!ordered(source, a)) {
+          error(concat(name_of(p, pl, a), ": not ordered after the end of ", name_of(p, pl, source),
+                       " (add a wait); it could copy back tensor '", at(p.tensor_name, t), "' before it is saved"));
+        }
+        new_micro(t, act.parts, k, mb, a);
+        at(buffers, micro_on[{t, k}]).holders.push_back(a);
+        at(duration, a) = dev.h2d.transfer_us(mb);
+        continue;
+      }
+      if (at(on_device, t) >= 0) {
+        // In-place split of the whole tensor: its holders so far must be done.
+        buffer& whole = at(buffers, at(on_device, t));
+        for (const index_t h : whole.holders) {
+          if (!ordered(h, a)) {
+            error(concat(name_of(p, pl, a), " splits tensor '", at(p.tensor_name, t), "' in place, but ",
+                         name_of(p, pl, h), " that holds it is not ordered before it (add a wait)"));
+          }
+        }
+        const bytes_t total = whole.bytes;
+        const index_t maker = whole.maker;
+        whole.holders.push_back(a);
+        whole.goes = true;
+        whole.bytes = 0;
+        at(on_device, t) = -1;
+        for (index_t j = 0; j < at(micro_parts, t); ++j) micro_on.erase({t, j});
+        at(micro_parts, t) = act.parts;
+        for (index_t j = 0; j < act.parts; ++j) {
+          new_micro(t, act.parts, j, micro_bytes(total, act.parts, j), maker);
+          at(buffers, micro_on[{t, j}]).holders.push_back(a);
+        }
+      }
+      if (at(micro_parts, t) != act.parts || micro_on.count({t, k}) == 0) {
+        missing(a, t, " releases a micro-tensor of ");
+        continue;
+      }
+      buffer& b = at(buffers, micro_on[{t, k}]);
+      if (act.kind == action_kind::swap_out) {
+        made_before(a, t, b);
+        micro_host[{t, act.parts, k}] = a;
+        at(duration, a) = dev.d2h.transfer_us(mb);
+      }
+      b.holders.push_back(a);
+      micro_on.erase({t, k});
+      at(released, t) = a;
+      continue;
+    }
+    if (at(on_device, t) < 0 && micro_count(t) > 0) {
+      error(concat(name_of(p, pl, a), ": tensor '", at(p.tensor_name, t),
+                   "' is held as micro-tensors; a whole swap or release needs the whole tensor"));
+      continue;
+    }
     if (act.kind == action_kind::swap_in) {
       if (at(on_device, t) >= 0) {
         error(concat(name_of(p, pl, a), ": tensor '", at(p.tensor_name, t), "' is already on the device"));
@@ -238,6 +395,10 @@ inline std::string name_of(const problem& p, const plan& pl, index_t a) {
   }
   for (index_t s = 0; s < steps; ++s) {
     if (at(computes, s) == 0) error(concat("step ", s, " (op '", at(p.op_name, s), "') is never computed"));
+    else if (at(computes, s) != at(step_parts, s)) {
+      error(concat("step ", s, " (op '", at(p.op_name, s), "'): ", at(computes, s), " of its ", at(step_parts, s),
+                   " micro-ops are computed"));
+    }
   }
   // What is still on the device at the end dies after its last holder,
   // unless it persists across iterations (DESIGN.md §4).

@@ -10,15 +10,23 @@
 /// and is back for step `to`. TSPLIT decides per tensor; a tensor read in
 /// the forward pass and twice in the backward pass has two gaps, and a gap
 /// is what a swap-out/swap-in pair or a free/recompute pair spans.
+///
+/// With `split` on, Algo 2's Step 2 also costs splitting the current op
+/// into p_num micro-ops along the batch dimension (the only split dim whose
+/// micro-tensors a plan can name, plan.hpp) and releasing one input's
+/// micro-tensors as the micro-ops finish (Eq. 5-6), and Step 3 takes the
+/// better of the two.
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <optional>
+#include <set>
 #include <vector>
 
 #include "memplan/cost/device.hpp"
+#include "memplan/cost/split.hpp"
+#include "memplan/plan.hpp"
 #include "memplan/planners/detail/tsplit_cost.hpp"
 #include "memplan/problem.hpp"
 
@@ -35,13 +43,27 @@ struct eviction {
   index_t to = no_index;
   index_t prefetch = no_index;  ///< swap: the step whose start triggers the swap-in
   option how = option::swap;
+  index_t parts = 1;  ///< > 1: released micro-tensor by micro-tensor by the split op `from`
   /// The first step at which the tensor is back on the device.
   [[nodiscard]] index_t back() const noexcept { return how == option::swap ? prefetch : to; }
 };
 
-/// A costed option (TSPLIT Eq. 2-4) for the bottleneck at the current step.
+/// Step `step` split into `parts` micro-ops (TSPLIT §IV-B, Split); micro-
+/// tensor k of input `tensor` goes after micro-op k. `dead`: the input is
+/// not read again, so its micro-tensors are just freed.
+struct split_choice {
+  index_t step = no_index;
+  index_t tensor = no_index;
+  index_t parts = 1;
+  bool dead = false;
+  index_t eviction = no_index;  ///< unless dead: into the evictions, how the input comes back
+};
+
+/// A costed option (TSPLIT Eq. 2-6) for the bottleneck at the current step.
 struct candidate {
   eviction what;
+  split_choice split;  ///< parts > 1: a split option (Eq. 5-6)
+  bool delay = false;  ///< a swap-in already started (back <= i < to) moved after step i
   double delta_t = std::numeric_limits<double>::infinity();  ///< ΔT_i, µs
   bytes_t delta_m = 0;                                       ///< ΔM_i, bytes (Eq. 2: size(s_j))
   [[nodiscard]] bool valid() const noexcept { return delta_m > 0 && delta_t < std::numeric_limits<double>::infinity(); }
@@ -54,15 +76,17 @@ struct candidate {
 
 class algo2 {
  public:
-  algo2(const problem& p, const device_spec& dev, bytes_t budget)
-      : p_(&p), dev_(&dev), budget_(budget), base_(p.baseline_memory()), ends_(p.num_steps() + 1, 0),
-        out_(p.time_us), in_(p.time_us), cursor_(p.num_tensors(), 0), prev_(p.num_tensors() + 1, no_index),
-        next_(p.num_tensors() + 1, no_index), last_eviction_(p.num_tensors(), no_index),
-        made_(p.producer), step_stamp_(p.num_steps(), 0) {
-    head_ = static_cast<index_t>(p.num_tensors());
-    prev_[static_cast<std::size_t>(head_)] = next_[static_cast<std::size_t>(head_)] = head_;
-    // Inputs without a producer are live from step 0; older tensors first
-    // (TSPLIT §IV-C: swapping out an earlier tensor should be prioritised).
+  /// Split candidates: p_num tried for each input of the current op.
+  static constexpr index_t split_parts[] = {2, 4, 8, 16, 32};
+
+  algo2(const problem& p, const device_spec& dev, bytes_t budget, bool split = false)
+      : p_(&p), dev_(&dev), budget_(budget), split_(split), base_(p.baseline_memory()),
+        starts_(p.num_steps() + 1, 0), ends_(p.num_steps() + 1, 0), split_of_(p.num_steps(), no_index),
+        parts_of_(p.num_tensors(), 1),
+        out_(p.time_us), in_(p.time_us), cursor_(p.num_tensors(), 0), relink_at_(p.num_steps()),
+        returning_at_(p.num_steps()),
+        last_eviction_(p.num_tensors(), no_index), made_(p.producer), step_stamp_(p.num_steps(), 0) {
+    // Inputs without a producer are live from step 0.
     for (std::size_t t = 0; t < p.num_tensors(); ++t) {
       if (p.producer[t] == no_index && !p.persistent(static_cast<index_t>(t))) link(static_cast<index_t>(t));
     }
@@ -85,9 +109,17 @@ class algo2 {
     }
     ++step_;
     if (static_cast<std::size_t>(step_) >= p.num_steps()) return;
-    reduced_ -= ends_[static_cast<std::size_t>(step_)];
+    reduced_ += starts_[static_cast<std::size_t>(step_)] - ends_[static_cast<std::size_t>(step_)];
     for (const index_t t : p.outputs(step_)) {
       if (!p.persistent(t)) link(t);
+    }
+    for (const index_t t : relink_at_[static_cast<std::size_t>(step_)]) {  // its gap is over
+      returning_.erase(key(t));
+      link(t);
+    }
+    for (const index_t t : returning_at_[static_cast<std::size_t>(step_)]) {
+      const eviction& e = evictions_[static_cast<std::size_t>(last_eviction_[static_cast<std::size_t>(t)])];
+      if (e.how == option::swap && e.prefetch == step_) returning_.insert(key(t));
     }
   }
   [[nodiscard]] index_t step() const noexcept { return step_; }
@@ -96,7 +128,7 @@ class algo2 {
   /// The highest memory of the steps walked so far.
   [[nodiscard]] bytes_t peak() const noexcept { return peak_; }
 
-  /// Algo 2 lines 5-8: evicts the best option until M_i fits the budget.
+  /// Algo 2 lines 5-18: applies the best option until M_i fits the budget.
   /// \returns false when no option is left and M_i still does not fit.
   bool resolve() {
     while (memory() > budget_) {
@@ -111,14 +143,118 @@ class algo2 {
   /// live tensors not read by the current op, oldest first on ties.
   [[nodiscard]] candidate best() {
     candidate best;
-    for (index_t t = next_[static_cast<std::size_t>(head_)]; t != head_; t = next_[static_cast<std::size_t>(t)]) {
+    for (const std::uint64_t key : live_) {
+      const auto t = static_cast<index_t>(key & 0xffffffffU);
       for (const option how : {option::swap, option::recompute}) {
         const candidate c = cost(t, how, best);
         if (c.better_than(best)) best = c;
       }
       if (best.valid() && best.delta_t == 0) break;  // nothing beats a free option
     }
+    // Eq. 3 asks M_k + size(s_j) <= M over the swap-in's window [p, q]: a
+    // swap-in that has started before this bottleneck may start after it.
+    for (const std::uint64_t key : returning_) {
+      const candidate c = delay_cost(static_cast<index_t>(key & 0xffffffffU));
+      if (c.better_than(best)) best = c;
+    }
+    // Step 2 (lines 10-13): split options on the current op's inputs; Step 3
+    // (line 15): the non-split option wins ties.
+    if (split_) {
+      for (const index_t t : p_->inputs(step_)) {
+        for (const index_t parts : split_parts) {
+          const candidate c = split_cost(t, parts, best);
+          if (c.better_than(best)) best = c;
+        }
+      }
+    }
     return best;
+  }
+
+  /// Eq. 3's backward cost of t's swap-in once it starts after the current
+  /// step: a bottleneck inside the window [p, q] of Eq. 3's constraint.
+  [[nodiscard]] candidate delay_cost(index_t t) const {
+    const auto ti = static_cast<std::size_t>(t);
+    candidate c;
+    const eviction& e = evictions_[static_cast<std::size_t>(last_eviction_[ti])];
+    if (e.to <= step_ + 1 || p_->bytes[ti] == 0) return c;
+    const double to_device = dev_->h2d.transfer_us(p_->bytes[ti]);
+    c.what = e;
+    c.what.prefetch = in_.latest_start(step_ + 1, e.to, to_device);
+    c.delta_t = std::max(to_device - in_.idle(c.what.prefetch, e.to), 0.0);
+    c.delta_m = p_->bytes[ti];
+    c.delay = true;
+    return c;
+  }
+
+  /// TSPLIT Eq. 5-6 for splitting the current op into `parts` micro-ops and
+  /// releasing input t's micro-tensors as they finish: ΔM is the reuse
+  /// between input and output micro-tensors, ΔT the swap or recompute of
+  /// the micro-tensors (Eq. 3-4 on the parts) plus the split cost model's
+  /// overhead. Invalid where the op, t or `parts` do not allow it.
+  [[nodiscard]] candidate split_cost(index_t t, index_t parts, const candidate& bound = {}) {
+    const problem& p = *p_;
+    const auto ti = static_cast<std::size_t>(t);
+    const auto si = static_cast<std::size_t>(step_);
+    candidate c;
+    const auto dims = p.split_dims(step_);
+    // Once the op is split, more of its inputs may go with the same p_num.
+    const index_t first = split_of_[si];
+    const bool again = first != no_index;
+    if ((again && splits_[static_cast<std::size_t>(first)].parts != parts) || std::ranges::find(dims, 0) == dims.end() ||
+        !splits_with_batch(p.kind[ti]) || (parts_of_[ti] != 1 && parts_of_[ti] != parts) || p.bytes[ti] < parts) {
+      return c;
+    }
+    bytes_t released = 0;  // inputs already released micro-tensor by micro-tensor
+    for (std::size_t k = again ? static_cast<std::size_t>(first) : splits_.size(); k < splits_.size(); ++k) {
+      if (splits_[k].tensor == t) return c;
+      released += p.bytes[static_cast<std::size_t>(splits_[k].tensor)];
+    }
+    bytes_t out = 0;
+    for (const index_t o : p.outputs(step_)) {
+      if (splits_with_batch(p.kind[static_cast<std::size_t>(o)])) out += p.bytes[static_cast<std::size_t>(o)];
+    }
+    // Eq. 5; with inputs already going, the reuse they leave.
+    c.delta_m = (parts - 1) * (std::min(released + p.bytes[ti], out) - std::min(released, out)) / parts;
+    if (c.delta_m <= 0) return c;
+    const double whole = p.time_us[si];
+    const double split_time = split_time_us(*dev_, whole, parts);
+    c.split = {step_, t, parts, false};
+    const double overhead = again ? 0.0 : split_time - whole;  // ΔT_split(p_num, dim), Eq. 6
+    // The next read of t after this op.
+    const auto uses = p.uses(t);
+    const std::size_t k = cursor_[ti] + (cursor_[ti] < uses.size() && uses[cursor_[ti]] == step_ ? 1 : 0);
+    if (k >= uses.size() && !p.persistent(t)) {
+      c.split.dead = true;
+      c.delta_t = overhead;
+      return c;
+    }
+    if (k >= uses.size()) return c;
+    const index_t to = uses[k];
+    c.what = {t, step_, to, no_index, option::swap, parts};
+    // Eq. 6, first term: Eq. 3 summed over the micro-tensors. Micro-tensor
+    // j is copied out while micro-ops j+1 .. parts-1 run.
+    double to_host = 0;
+    double to_device = 0;
+    for (index_t j = 0; j < parts; ++j) {
+      to_host += dev_->d2h.transfer_us(micro_bytes(p.bytes[ti], parts, j));
+      to_device += dev_->h2d.transfer_us(micro_bytes(p.bytes[ti], parts, j));
+    }
+    const double overlap = (1 - out_.occupancy(step_)) * split_time * static_cast<double>(parts - 1) / parts;
+    const index_t prefetch = in_.latest_start(step_ + 1, to, to_device);
+    const double swap = std::max(to_host - overlap, 0.0) + std::max(to_device - in_.idle(prefetch, to), 0.0);
+    const double limit = bound.valid() ? bound.delta_t * static_cast<double>(c.delta_m) /
+                                             static_cast<double>(bound.delta_m) - overhead
+                                       : std::numeric_limits<double>::infinity();
+    const double recompute = p.producer[ti] == no_index ? std::numeric_limits<double>::infinity()
+                                                        : recompute_cost(t, to, std::min(limit, swap));
+    if (recompute < swap) {
+      c.what.how = option::recompute;
+      c.delta_t = recompute + overhead;
+    } else {
+      c.what.prefetch = prefetch;
+      c.delta_t = swap + overhead;
+    }
+    return c;
   }
 
   /// ΔT and ΔM of evicting t with `how` for the bottleneck at the current
@@ -152,21 +288,81 @@ class algo2 {
   }
 
   /// Records the decision: M is reduced from the current step until t is
-  /// back, and a swap occupies the link from when its copy can start.
+  /// back, and a swap occupies the link from when its copy can start. A
+  /// split reduces M at this step (Eq. 5) and, unless the input is dead,
+  /// evicts it from the next step on.
   void apply(const candidate& c) {
-    const eviction& e = c.what;
-    const auto ti = static_cast<std::size_t>(e.tensor);
-    if (e.how == option::swap) {
-      out_.occupy(made_[ti] + 1, dev_->d2h.transfer_us(c.delta_m));
+    if (c.delay) {
+      const auto ti = static_cast<std::size_t>(c.what.tensor);
+      eviction& e = evictions_[static_cast<std::size_t>(last_eviction_[ti])];
+      reduced_ += c.delta_m;
+      ends_[static_cast<std::size_t>(c.what.prefetch)] += c.delta_m;
+      e.prefetch = c.what.prefetch;
+      made_[ti] = e.prefetch - 1;
+      returning_.erase(key(c.what.tensor));
+      returning_at_[static_cast<std::size_t>(e.prefetch)].push_back(c.what.tensor);
       in_.occupy(e.prefetch, dev_->h2d.transfer_us(c.delta_m));
+      return;
+    }
+    if (c.split.parts > 1) {
+      const auto si = static_cast<std::size_t>(step_);
+      if (split_of_[si] == no_index) split_of_[si] = static_cast<index_t>(splits_.size());
+      splits_.push_back(c.split);
+      if (!c.split.dead) splits_.back().eviction = static_cast<index_t>(evictions_.size());
+      reduced_ += c.delta_m;
+      ends_[si + 1] += c.delta_m;
+      for (const index_t o : p_->outputs(step_)) {
+        if (splits_with_batch(p_->kind[static_cast<std::size_t>(o)])) parts_of_[static_cast<std::size_t>(o)] = c.split.parts;
+      }
+      if (c.split.dead) return;
+      const bytes_t b = p_->bytes[static_cast<std::size_t>(c.split.tensor)];
+      starts_[si + 1] += b;
+      if (c.what.how == option::recompute) recompute_transient(c.what);
+      evict(c.what, b, step_);
+      return;
     }
     reduced_ += c.delta_m;
-    ends_[static_cast<std::size_t>(e.back())] += c.delta_m;
+    if (c.what.how == option::recompute) recompute_transient(c.what);
+    evict(c.what, c.delta_m, made_[static_cast<std::size_t>(c.what.tensor)] + 1);
+  }
+
+  [[nodiscard]] const std::vector<split_choice>& splits() const noexcept { return splits_; }
+
+ private:
+  /// Memory-centric recomputation (§V-D) makes I's intermediates for a
+  /// moment just before step `to`, when the op's own outputs and workspace
+  /// are not allocated yet: M_to counts what they exceed those by, so that a
+  /// bottleneck there is resolved like any other.
+  void recompute_transient(const eviction& e) {
+    (void)recompute_cost(e.tensor, e.to, std::numeric_limits<double>::infinity());
+    const auto to = static_cast<std::size_t>(e.to);
+    bytes_t own = p_->workspace[to];
+    for (const index_t o : p_->outputs(e.to)) own += p_->bytes[static_cast<std::size_t>(o)];
+    const bytes_t extra = std::max<bytes_t>(chain_bytes_ - own, 0);
+    ends_[to] += extra;
+    starts_[to + 1] += extra;
+  }
+
+  /// Bookkeeping of an eviction whose reduction `bytes` has started; its
+  /// swap-out can start at step `copy_from`.
+  void evict(const eviction& e, bytes_t bytes, index_t copy_from) {
+    const auto ti = static_cast<std::size_t>(e.tensor);
+    if (e.how == option::swap) {
+      out_.occupy(copy_from, dev_->d2h.transfer_us(bytes));
+      in_.occupy(e.prefetch, dev_->h2d.transfer_us(bytes));
+    }
+    ends_[static_cast<std::size_t>(e.back())] += bytes;
     made_[ti] = e.back() - 1;
     last_eviction_[ti] = static_cast<index_t>(evictions_.size());
     evictions_.push_back(e);
+    unlink(e.tensor);  // no candidate until its next gap
+    relink_at_[static_cast<std::size_t>(e.to)].push_back(e.tensor);
+    if (e.how == option::swap && e.prefetch < e.to) {
+      returning_at_[static_cast<std::size_t>(e.prefetch)].push_back(e.tensor);
+    }
   }
 
+ public:
   [[nodiscard]] const std::vector<eviction>& evictions() const noexcept { return evictions_; }
   [[nodiscard]] const link_occupancy& d2h() const noexcept { return out_; }
   [[nodiscard]] const link_occupancy& h2d() const noexcept { return in_; }
@@ -199,15 +395,19 @@ class algo2 {
     ++stamp_;
     stack_.clear();
     const index_t made = p.producer[static_cast<std::size_t>(t)];
-    if (!p.recomputable[static_cast<std::size_t>(made)]) return never;
+    if (made == no_index || !p.recomputable[static_cast<std::size_t>(made)]) return never;
     stack_.push_back(made);
     step_stamp_[static_cast<std::size_t>(made)] = stamp_;
     double sum = 0;
+    chain_bytes_ = 0;
     while (!stack_.empty()) {
       const index_t s = stack_.back();
       stack_.pop_back();
       sum += p.time_us[static_cast<std::size_t>(s)];
       if (sum > limit) return never;
+      if (s != made) {
+        for (const index_t o : p.outputs(s)) chain_bytes_ += p.bytes[static_cast<std::size_t>(o)];
+      }
       for (const index_t x : p.inputs(s)) {
         if (resident(x, at)) continue;
         if (const eviction* e = evicted_at(x, at); e != nullptr && e->how == option::swap) {
@@ -224,39 +424,38 @@ class algo2 {
     return sum;
   }
 
-  void link(index_t t) {
-    const index_t tail = prev_[static_cast<std::size_t>(head_)];
-    prev_[static_cast<std::size_t>(t)] = tail;
-    next_[static_cast<std::size_t>(t)] = head_;
-    next_[static_cast<std::size_t>(tail)] = t;
-    prev_[static_cast<std::size_t>(head_)] = t;
+  /// Live tensors are kept oldest first (by the step that made them):
+  /// TSPLIT §IV-C, swapping out an earlier tensor should be prioritised.
+  [[nodiscard]] std::uint64_t key(index_t t) const {
+    return (static_cast<std::uint64_t>(p_->live_begin(t)) << 32) | static_cast<std::uint32_t>(t);
   }
-  void unlink(index_t t) {
-    const auto ti = static_cast<std::size_t>(t);
-    if (prev_[ti] == no_index) return;
-    next_[static_cast<std::size_t>(prev_[ti])] = next_[ti];
-    prev_[static_cast<std::size_t>(next_[ti])] = prev_[ti];
-    prev_[ti] = next_[ti] = no_index;
-  }
+  void link(index_t t) { live_.insert(key(t)); }
+  void unlink(index_t t) { live_.erase(key(t)); }
 
   const problem* p_;
   const device_spec* dev_;
   bytes_t budget_;
+  bool split_;                 ///< Step 2 of Algo 2 on
   std::vector<bytes_t> base_;  ///< M_i with no decision
+  std::vector<bytes_t> starts_;  ///< per step: reductions that start there
   std::vector<bytes_t> ends_;  ///< per step: reductions that end there (the tensor is back)
+  std::vector<index_t> split_of_;   ///< per step: into splits_, or no_index
+  std::vector<index_t> parts_of_;   ///< per tensor: micro-tensors it is made in (1: whole)
+  std::vector<split_choice> splits_;
   bytes_t reduced_ = 0;        ///< ΔM(S)_i at the current step
   bytes_t peak_ = 0;
   link_occupancy out_;         ///< Oc_u of the d2h direction
   link_occupancy in_;          ///< Oc_u of the h2d direction
   index_t step_ = -1;
   std::vector<std::size_t> cursor_;  ///< per tensor: its first use at or after the current step
-  // The live non-persistent tensors, a list in the order they became live.
-  std::vector<index_t> prev_;
-  std::vector<index_t> next_;
-  index_t head_ = 0;
+  std::set<std::uint64_t> live_;  ///< the candidates: live, not persistent, not evicted now
+  std::vector<std::vector<index_t>> relink_at_;  ///< per step: evicted tensors whose gap ends there
+  std::set<std::uint64_t> returning_;  ///< swapped out, and their swap-in has started
+  std::vector<std::vector<index_t>> returning_at_;  ///< per step: swap-ins that start there
   std::vector<index_t> last_eviction_;  ///< per tensor, into evictions_
   std::vector<index_t> made_;  ///< per tensor: the step after which its device copy exists (j of Eq. 3)
   std::vector<eviction> evictions_;
+  bytes_t chain_bytes_ = 0;  ///< the last recompute_cost's intermediates (outputs of I but t's producer)
   std::vector<std::uint32_t> step_stamp_;
   std::uint32_t stamp_ = 0;
   std::vector<index_t> stack_;

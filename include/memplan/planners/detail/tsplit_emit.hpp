@@ -11,6 +11,11 @@
 /// checkpoints); every intermediate made on the way is freed as soon as the
 /// last recomputation that reads it is issued, so a chain needs O(1) extra
 /// memory and is redone from the checkpoint for each later use.
+///
+/// A split op (§V-A, Fig. 10) runs as its micro-ops, and after micro-op k
+/// micro-tensor k of the chosen input is swapped out or freed. Its outputs
+/// stay micro-tensors; readers take them whole without a copy (plan.hpp), and
+/// a later swap or free of such a tensor moves each micro-tensor.
 
 #include <cstddef>
 #include <cstdint>
@@ -30,14 +35,19 @@ class emitter {
   /// \param free_dead per tensor: free it after its last use in the
   ///        schedule, because a recomputation reads it later (else the
   ///        contract keeps it on the device until then).
-  emitter(const problem& p, std::span<const eviction> evictions, std::string planner, bytes_t budget,
-          const std::vector<std::uint8_t>& free_dead)
+  emitter(const problem& p, std::span<const eviction> evictions, std::span<const split_choice> splits,
+          std::string planner, bytes_t budget, const std::vector<std::uint8_t>& free_dead)
       : p_(&p), evictions_(evictions), free_dead_(&free_dead), b_(p, std::move(planner), budget),
-        where_(p.num_tensors(), residence::device), has_host_(p.num_tensors(), 0),
+        where_(p.num_tensors(), residence::device), has_host_(p.num_tensors(), 0), held_parts_(p.num_tensors(), 1),
+        host_parts_(p.num_tensors(), 1), split_at_(p.num_steps(), no_index),
         read_dead_(p.num_tensors(), 0), tensor_stamp_(p.num_tensors(), 0), step_stamp_(p.num_steps(), 0),
         last_reader_(p.num_tensors(), 0), evict_after_(p.num_steps()), prefetch_at_(p.num_steps()) {
+    for (std::size_t k = splits.size(); k-- > 0;) split_at_[static_cast<std::size_t>(splits[k].step)] = static_cast<index_t>(k);
+    splits_ = splits;
     for (std::size_t e = 0; e < evictions.size(); ++e) {
-      evict_after_[static_cast<std::size_t>(evictions[e].from)].push_back(static_cast<index_t>(e));
+      if (evictions[e].parts == 1) {
+        evict_after_[static_cast<std::size_t>(evictions[e].from)].push_back(static_cast<index_t>(e));
+      }
       if (evictions[e].how == option::swap) {
         prefetch_at_[static_cast<std::size_t>(evictions[e].prefetch)].push_back(static_cast<index_t>(e));
       }
@@ -52,21 +62,20 @@ class emitter {
       for (const index_t e : prefetch_at_[si]) {
         const index_t t = evictions_[static_cast<std::size_t>(e)].tensor;
         if (where_[static_cast<std::size_t>(t)] != residence::host) continue;  // a recomputation made it
-        if (last_compute_ != no_index) {
-          b_.swap_in(t, std::span(&last_compute_, 1));  // in-trigger: the start of step p
-        } else {
-          b_.swap_in(t);
-        }
-        where_[static_cast<std::size_t>(t)] = residence::device;
+        bring_back(t, last_compute_);  // in-trigger: the start of step p
       }
       bring_inputs(s);
-      last_compute_ = b_.compute(s);
+      if (split_at_[si] == no_index) {
+        last_compute_ = b_.compute(s);
+      } else {
+        run_split(static_cast<std::size_t>(split_at_[si]));
+      }
       for (const auto& list : {p.inputs(s), p.outputs(s)}) {
         for (const index_t x : list) {
           const auto xi = static_cast<std::size_t>(x);
           if (p.persistent(x) || p.live_end(x) != s || where_[xi] != residence::device) continue;
           if ((*free_dead_)[xi]) {
-            b_.free(x);
+            release(x, false);
             where_[xi] = residence::freed;
           } else {
             where_[xi] = residence::dead;
@@ -77,16 +86,8 @@ class emitter {
         const eviction& ev = evictions_[static_cast<std::size_t>(e)];
         const auto ti = static_cast<std::size_t>(ev.tensor);
         if (where_[ti] != residence::device) continue;
-        if (ev.how == option::swap) {
-          b_.decide(ev.tensor, decision::swap);
-          b_.swap_out(ev.tensor);
-          where_[ti] = residence::host;
-          has_host_[ti] = 1;
-        } else {
-          b_.decide(ev.tensor, decision::recompute);
-          b_.free(ev.tensor);
-          where_[ti] = residence::freed;
-        }
+        b_.decide(ev.tensor, ev.how == option::swap ? decision::swap : decision::recompute);
+        release(ev.tensor, ev.how == option::swap);
       }
     }
   }
@@ -97,6 +98,87 @@ class emitter {
 
  private:
   enum class residence : std::uint8_t { device, freed, host, dead };
+
+  /// Swaps t out (`save`) or frees it, whole or micro-tensor by micro-tensor.
+  void release(index_t t, bool save) {
+    const auto ti = static_cast<std::size_t>(t);
+    const index_t parts = held_parts_[ti];
+    for (index_t k = 0; k < parts; ++k) {
+      if (parts == 1) {
+        save ? b_.swap_out(t) : b_.free(t);
+      } else {
+        save ? b_.swap_out(t, parts, k) : b_.free(t, parts, k);
+      }
+    }
+    if (save) {
+      has_host_[ti] = 1;
+      host_parts_[ti] = parts;
+    }
+    where_[ti] = has_host_[ti] ? residence::host : residence::freed;
+  }
+  /// Swaps t in, as it was saved; `trigger`: an action to start after.
+  void bring_back(index_t t, index_t trigger) {
+    const auto ti = static_cast<std::size_t>(t);
+    const std::span<const index_t> after = trigger == no_index ? std::span<const index_t>{} : std::span(&trigger, 1);
+    const index_t parts = host_parts_[ti];
+    for (index_t k = 0; k < parts; ++k) {
+      if (parts == 1) {
+        b_.swap_in(t, after);
+      } else {
+        b_.swap_in(t, parts, k, after);
+      }
+    }
+    held_parts_[ti] = parts;
+    where_[ti] = residence::device;
+  }
+  /// TSPLIT Fig. 8: the micro-ops of a split op (splits_ from `first` on,
+  /// all of its step); micro-tensor k of each chosen input leaves after
+  /// micro-op k.
+  void run_split(std::size_t first) {
+    const problem& p = *p_;
+    const index_t step = splits_[first].step;
+    const index_t parts = splits_[first].parts;
+    std::size_t last = first;
+    while (last < splits_.size() && splits_[last].step == step) ++last;
+    for (index_t k = 0; k < parts; ++k) {
+      last_compute_ = b_.compute(step, parts, k);
+      for (std::size_t c = first; c < last; ++c) {
+        const index_t t = splits_[c].tensor;
+        // Micro-tensors of another parts count cannot go one by one.
+        const index_t held = held_parts_[static_cast<std::size_t>(t)];
+        if (held != 1 && held != parts) continue;
+        if (saves(c)) {
+          b_.swap_out(t, parts, k);
+        } else {
+          b_.free(t, parts, k);
+        }
+      }
+    }
+    for (const index_t o : p.outputs(step)) {
+      if (splits_with_batch(p.kind[static_cast<std::size_t>(o)])) held_parts_[static_cast<std::size_t>(o)] = parts;
+    }
+    for (std::size_t c = first; c < last; ++c) {
+      const index_t t = splits_[c].tensor;
+      const auto ti = static_cast<std::size_t>(t);
+      b_.decide(t, decision::split);
+      if (held_parts_[ti] != 1 && held_parts_[ti] != parts) {
+        if (!splits_[c].dead) release(t, saves(c));
+        continue;
+      }
+      if (saves(c)) {
+        has_host_[ti] = 1;
+        host_parts_[ti] = parts;
+      }
+      held_parts_[ti] = parts;
+      where_[ti] = saves(c) ? residence::host : residence::freed;
+    }
+  }
+  /// Whether split choice c swaps its input's micro-tensors out (else frees them).
+  [[nodiscard]] bool saves(std::size_t c) const {
+    const index_t e = splits_[c].eviction;
+    return e != no_index && evictions_[static_cast<std::size_t>(e)].how == option::swap;
+  }
+
   /// How an input of a recomputation gets onto the device.
   enum class need : std::uint8_t { nothing, swap_in, recompute };
 
@@ -189,24 +271,27 @@ class emitter {
     for (std::size_t k = 0; k < seq_.size(); ++k) {
       if (seq_[k] < 0) {
         const index_t t = -seq_[k] - 1;
-        b_.swap_in(t);
-        where_[static_cast<std::size_t>(t)] = residence::device;
-        release(t, k);
+        bring_back(t, no_index);
+        drop(t, k);
         continue;
       }
       const index_t r = seq_[k];
       last_compute_ = b_.recompute(r);
-      for (const index_t o : p.outputs(r)) where_[static_cast<std::size_t>(o)] = residence::device;
-      for (const index_t x : p.inputs(r)) release(x, k);
-      for (const index_t o : p.outputs(r)) release(o, k);
+      for (const index_t o : p.outputs(r)) {
+        const auto oi = static_cast<std::size_t>(o);
+        // A dead one is still there (plan.hpp): the recompute leaves it as it is.
+        if (where_[oi] == residence::freed || where_[oi] == residence::host) held_parts_[oi] = 1;
+        where_[oi] = residence::device;
+      }
+      for (const index_t x : p.inputs(r)) drop(x, k);
+      for (const index_t o : p.outputs(r)) drop(o, k);
     }
   }
   /// Frees intermediate x if entry k of the sequence is its last reader.
-  void release(index_t x, std::size_t k) {
+  void drop(index_t x, std::size_t k) {
     const auto xi = static_cast<std::size_t>(x);
     if (tensor_stamp_[xi] != stamp_ || last_reader_[xi] != k || where_[xi] != residence::device) return;
-    b_.free(x);
-    where_[xi] = has_host_[xi] ? residence::host : residence::freed;
+    release(x, false);
   }
 
   struct frame {
@@ -220,6 +305,10 @@ class emitter {
   plan_builder b_;
   std::vector<residence> where_;
   std::vector<std::uint8_t> has_host_;  ///< a swap-out saved it; the host copy stays valid
+  std::vector<index_t> held_parts_;     ///< per tensor: micro-tensors its device copy is in (1: whole)
+  std::vector<index_t> host_parts_;     ///< per tensor: micro-tensors its host copy is in
+  std::vector<index_t> split_at_;       ///< per step: into splits_, or no_index
+  std::span<const split_choice> splits_;
   std::vector<std::uint8_t> read_dead_;
   std::vector<std::uint32_t> tensor_stamp_;
   std::vector<std::uint32_t> step_stamp_;
