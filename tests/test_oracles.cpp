@@ -166,6 +166,10 @@ report judge_milp(const problem& p, bytes_t budget, const planner_options& o, pl
   CHECK(r.swapped_out_bytes == 0);
   CHECK(r.stall_us == 0);
   CHECK(pl.best_peak == r.peak_bytes);
+  // Stopped early, it reports its objective: the simulator's time.
+  if (const auto at = pl.reason.find(" s; "); at != std::string::npos) {
+    CHECK(std::stod(pl.reason.substr(at + 4)) == doctest::Approx(r.time_us));
+  }
   if (out != nullptr) *out = std::move(pl);
   return r;
 }
