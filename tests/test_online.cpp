@@ -168,6 +168,38 @@ TEST_CASE("delta: the director (Eq. 4-6, Algo 3)") {
   CHECK(policy.direct(s, fan::a2) == release_kind::offload);
 }
 
+TEST_CASE("delta: the prefetcher (Algo 4) reloads the latest offload, bounded, under the early-start mark") {
+  const problem p = fan::make();
+  online_state s = fan::after_forward(p, true);  // budget 1000, 800 in use
+  const device_spec d = slow_link_device();
+  delta_policy one(d, {.prefetch = 1});
+  delta_policy four(d, {.prefetch = 4});
+  for (const index_t t : {fan::a2, fan::a1}) {  // a2 offloaded first, then a1
+    s.make_offloaded(t);
+    one.on_release(s, {t, release_kind::offload});
+    four.on_release(s, {t, release_kind::offload});
+  }
+  CHECK(s.used() == 500);
+  CHECK(one.prefetch(s) == no_index);  // step 2 is a forward op: no prefetching
+  s.set_step(3);                       // b, backward
+  // The latest offload first: a1 (200 B), 500 + 200 <= 750 (3/4 of 1000).
+  CHECK(one.prefetch(s) == fan::a1);
+  CHECK(four.prefetch(s) == fan::a1);
+  s.make_resident(fan::a1, true);
+  CHECK(s.used() == 700);
+  // n = 1: a1 is in flight, so nothing more; n = 4: a2 would reach 800 > 750.
+  CHECK(one.prefetch(s) == no_index);
+  CHECK(four.prefetch(s) == no_index);
+  // Once b has read a1 and a3 is gone (300 in use), a2 comes back too.
+  s.touch(fan::a1);
+  s.make_evicted(fan::a3);
+  CHECK(s.used() == 300);
+  CHECK(one.prefetch(s) == fan::a2);
+  // A tensor brought back otherwise (recomputed, §5.5) is skipped.
+  s.make_resident(fan::a2);
+  CHECK(four.prefetch(s) == no_index);
+}
+
 // The three-layer net of test_baselines.cpp: f1 x(100) -> a1(200), f2 a1 ->
 // a2(200), f3 a2 -> a3(100), b3 a3 -> g3, b2 g3,a2 -> g2, b1 g2,a1 -> g1,
 // b0 g1,x -> g0 (gradients 100 B), every op 100 µs. Baseline peak 700 B.
