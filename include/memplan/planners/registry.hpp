@@ -13,6 +13,7 @@
 #include "memplan/planners/checkpoint.hpp"
 #include "memplan/planners/delta.hpp"
 #include "memplan/planners/dtr.hpp"
+#include "memplan/planners/home.hpp"
 #ifdef MEMPLAN_ENABLE_MILP
 #include "memplan/planners/milp.hpp"
 #endif
@@ -53,6 +54,10 @@ constexpr planner_entry entry(std::string_view name, std::string_view summary) {
 /// Runs the registered planner `name` (HOME's `--seed-with`).
 inline plan run_registered(std::string_view name, const problem& p, const device_spec& d, bytes_t budget,
                            const planner_options& o);
+/// `home`, seeded from the registry.
+struct registered_home : home_planner {
+  constexpr registered_home() : home_planner{&run_registered} {}
+};
 #ifdef MEMPLAN_ENABLE_MILP
 /// `milp`, seeded from the registry.
 struct registered_milp : milp_planner {
@@ -75,6 +80,7 @@ inline constexpr std::array planner_entries{
     entry<delta_planner>("delta", "DELTA: online filter + evict/offload director + prefetcher (Tang et al.)"),
     entry<tsplit_nosplit_planner>("tsplit-nosplit", "TSPLIT w/o split: Algo 2 over swap (Eq. 3, PCIe occupancy) and recompute (Eq. 4)"),
     entry<tsplit_planner>("tsplit", "TSPLIT: Algo 2 over swap, recompute and tensor split (Eq. 2-6, Nie et al. 2022)"),
+    entry<registered_home>("home", "particle swarm over retain/swap/recompute per feature map (HOME, He et al.)"),
 };
 }  // namespace detail
 
