@@ -95,13 +95,13 @@ runtime::run_stats run_checked(Backend& backend, const float_workload& w, const 
 }
 
 /// Every registered planner, budgets 100/80/65/50 % of the baseline peak,
-/// the chain (6 layers) and the residual network (4 blocks), batch 64.
+/// the chain (6 layers) and the residual network (4 blocks), batch 32, width 16.
 template <class Backend>
 void check_every_planner(Backend& backend) {
   const device_spec dev = find_device("titan-rtx");
   index_t swaps = 0, recomputes = 0, frees = 0, runs = 0, micro = 0;
   for (const bool residual : {false, true}) {
-    const auto w = make_float_workload(residual ? 4 : 6, residual, 64);
+    const auto w = make_float_workload(residual ? 4 : 6, residual, 32, 16);
     const bytes_t peak = w.p.baseline_peak();
     for (const auto& entry : planners()) {
       int feasible = 0;

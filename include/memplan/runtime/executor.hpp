@@ -126,9 +126,13 @@ class executor {
       for (index_t a = 0; a < static_cast<index_t>(pl_->actions.size()); ++a) {
         try {
           issue(a, run_op);
-        } catch (const memplan::error&) {
+        } catch (const action_failed&) {
           throw;
-        } catch (const std::exception& e) {  // an issue-time failure outside memplan: name the action
+        } catch (const infeasible_budget&) {  // these two name the action already
+          throw;
+        } catch (const invalid_argument&) {
+          throw;
+        } catch (const std::exception& e) {  // an issue-time device failure (cuda_error, bad_alloc): name the action
           throw action_failed(a, memplan::detail::concat("executor: ", name(a), " failed: ", e.what()));
         }
       }

@@ -71,7 +71,6 @@ class ordered_pool {
   [[nodiscard]] bytes_t peak() const noexcept { return peak_; }
   [[nodiscard]] bytes_t limit() const noexcept { return limit_; }
   [[nodiscard]] bool has_pending() const noexcept { return !pending_.empty(); }
-  [[nodiscard]] arena& space() noexcept { return *arena_; }
 
   /// A live block, for `compact`: where it is (updated) and its size.
   struct block {
