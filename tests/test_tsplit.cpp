@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "memplan/cost/devices.hpp"
+#include "memplan/io/plan_json.hpp"
 #include "memplan/model/zoo.hpp"
 #include "memplan/planners/registry.hpp"
 #include "memplan/planners/tsplit.hpp"
@@ -290,4 +291,39 @@ TEST_CASE("tsplit: split plans pass the validator; it reaches budgets tsplit-nos
       check_valid(zp, pl, titan);
     }
   }
+}
+
+TEST_CASE("memplan-plan JSON: micro-ops and micro-tensors round-trip; parts on a free needs part") {
+  const problem p = fig7::make();
+  plan_builder b(p, "hand", 1050);
+  for (index_t s = 0; s < 4; ++s) b.compute(s);
+  b.compute(4, 2, 0);
+  b.free(fig7::s4, 2, 0);
+  b.compute(4, 2, 1);
+  b.free(fig7::s4, 2, 1);
+  for (index_t s = 5; s < 8; ++s) b.compute(s);
+  const plan pl = std::move(b).finish();
+  const nlohmann::json doc = io::to_json(pl, p);
+  CHECK(doc["actions"][4] == nlohmann::json{{"kind", "compute"}, {"op", 4}, {"parts", 2}, {"part", 0}});
+  // The first release splits the whole s4 in place: plan_builder orders it
+  // after the latest compute (action 4) and after s4's maker (f4, action 3).
+  CHECK(doc["actions"][5] == nlohmann::json{{"kind", "free"},
+                                            {"tensor", fig7::s4},
+                                            {"parts", 2},
+                                            {"part", 0},
+                                            {"waits", {4, 3}}});
+  const plan again = io::read_plan(doc.dump(), p);
+  REQUIRE(again.actions.size() == pl.actions.size());
+  for (std::size_t a = 0; a < pl.actions.size(); ++a) {
+    CHECK(again.actions[a].parts == pl.actions[a].parts);
+    CHECK(again.actions[a].part == pl.actions[a].part);
+  }
+  CHECK(simulate(p, again, dev, 1050).peak_bytes == 1050);
+  nlohmann::json bad = doc;
+  bad["actions"][5].erase("part");
+  CHECK_THROWS_WITH_AS(static_cast<void>(io::read_plan(bad.dump(), p)), doctest::Contains("field 'parts'"),
+                       invalid_graph);
+  bad = doc;
+  bad["actions"][4]["part"] = 2;
+  CHECK_THROWS_AS(static_cast<void>(io::read_plan(bad.dump(), p)), invalid_graph);
 }
