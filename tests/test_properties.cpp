@@ -1,7 +1,9 @@
 // Property tests (issue 5): generated training graphs x budgets from the
 // lower bound to the baseline peak x every registered planner x seeds. Each
 // case must give a plan that the validator and the simulator accept within
-// the budget, or an infeasible plan with a reason (testing/properties.hpp).
+// the budget, or an infeasible plan with a reason (testing/properties.hpp);
+// a feasible plan of a graph whose baseline peak is at most 16 MiB also runs
+// on the host executor, whose ops check every input (testing/integrity.hpp).
 // A failing case is shrunk and saved as a memplan-graph document under
 // tests/data/regressions/, which the last test case replays.
 //
@@ -31,6 +33,7 @@
 #include "memplan/io/graph_json.hpp"
 #include "memplan/planners/registry.hpp"
 #include "memplan/testing/generators.hpp"
+#include "memplan/testing/integrity.hpp"
 #include "memplan/testing/properties.hpp"
 #include "memplan/testing/shrink.hpp"
 
@@ -252,7 +255,8 @@ TEST_CASE("every planner on generated graphs: valid within budget, or infeasible
   std::uint64_t seed = env_number("MEMPLAN_PROPERTY_SEED", 1);
   std::map<std::string, tally, std::less<>> per_planner;
   std::map<std::string, bool, std::less<>> shrunk;  // one shrink per planner and property
-  int cases = 0, graphs = 0, budgets = 0;
+  int cases = 0, graphs = 0, budgets = 0, executed = 0;
+  constexpr bytes_t integrity_limit = bytes_t{16} << 20;
   std::size_t largest = 0;
   for (; cases < target; ++seed, ++graphs) {
     const graph_case gc = draw_graph(seed);
@@ -268,7 +272,14 @@ TEST_CASE("every planner on generated graphs: valid within budget, or infeasible
         CAPTURE(budget);
         const auto start = std::chrono::steady_clock::now();
         const testing::planner_check check = testing::check_planner(e, p, dev, budget, o);
-        const std::string& failure = check.failure;
+        std::string failure = check.failure;
+        // The executor's integrity check (issue 10) where the arena is small
+        // enough to allocate: every op reads exactly what it would unplanned.
+        if (failure.empty() && check.feasible && p.baseline_peak() <= integrity_limit) {
+          const testing::integrity_check run = testing::check_integrity(p, check.plan, budget);
+          failure = run.failure;
+          executed += run.ran ? 1 : 0;
+        }
         tally& t = per_planner[std::string(e.name)];
         t.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         ++t.cases;
@@ -286,7 +297,7 @@ TEST_CASE("every planner on generated graphs: valid within budget, or infeasible
     }
   }
   MESSAGE(cases << " cases: " << graphs << " graphs (up to " << largest << " ops) x " << budgets << " budgets in all x "
-                << planners().size() << " planners");
+                << planners().size() << " planners; " << executed << " plans run by the host executor");
   for (const auto& [name, t] : per_planner) {
     MESSAGE(name << ": " << t.cases << " cases, " << t.feasible << " feasible, " << t.seconds << " s");
   }

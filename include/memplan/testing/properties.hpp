@@ -7,9 +7,11 @@
 /// bound), the two agree on peak and time; an infeasible plan says why; a
 /// planner never throws on a well-formed problem.
 
+#include <algorithm>
 #include <cmath>
 #include <exception>
 #include <string>
+#include <utility>
 
 #include "memplan/cost/device.hpp"
 #include "memplan/error.hpp"
@@ -49,6 +51,7 @@ namespace memplan::testing {
 struct planner_check {
   bool feasible = false;  ///< the planner said its plan fits
   std::string failure;    ///< "" when every property holds, else `check_plan`'s line or "threw: ..."
+  memplan::plan plan;     ///< the plan checked (empty if the planner threw)
 };
 
 /// Runs planner `entry` on `p` under `budget` and checks its plan
@@ -56,12 +59,13 @@ struct planner_check {
 [[nodiscard]] inline planner_check check_planner(const planner_entry& entry, const problem& p,
                                                  const device_spec& dev, bytes_t budget, const planner_options& o) {
   try {
-    const plan pl = entry.run(p, dev, budget, o);
-    return {pl.feasible, check_plan(p, pl, dev, budget)};
+    plan pl = entry.run(p, dev, budget, o);
+    std::string failure = check_plan(p, pl, dev, budget);
+    return {pl.feasible, std::move(failure), std::move(pl)};
   } catch (const std::exception& e) {
-    return {false, memplan::detail::concat("threw: ", e.what())};
+    return {false, memplan::detail::concat("threw: ", e.what()), {}};
   } catch (...) {
-    return {false, "threw something that is not a std::exception"};
+    return {false, "threw something that is not a std::exception", {}};
   }
 }
 

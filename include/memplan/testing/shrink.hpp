@@ -6,6 +6,7 @@
 /// (halves, quarters, ... single ops, as in delta debugging), then inputs
 /// and outputs one by one, then sizes, times and workspaces are made trivial.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <utility>

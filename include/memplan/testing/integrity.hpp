@@ -1,0 +1,118 @@
+#pragma once
+/// \file
+/// The executor's data-integrity check for any problem (DESIGN.md §7): the
+/// plan runs on a host::device whose arena holds the budget, with ops that
+/// compute a digest instead of numbers. A tensor's digest is a hash of the
+/// op, the output's position and the digests of the op's inputs (of the
+/// tensor's index for tensors without a producer); an op fills each output
+/// with its digest, repeated, after checking that every byte of every input
+/// holds the input's digest. A tensor swapped, recomputed, moved by
+/// compaction or overwritten by another buffer in the arena shows up as a
+/// mismatch, as it would as wrong numbers in training.
+
+#include <exception>
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "memplan/error.hpp"
+#include "memplan/host/device.hpp"
+#include "memplan/plan.hpp"
+#include "memplan/problem.hpp"
+#include "memplan/runtime/arena.hpp"
+#include "memplan/runtime/executor.hpp"
+#include "memplan/runtime/layout.hpp"
+
+namespace memplan::testing {
+
+namespace detail {
+
+[[nodiscard]] constexpr std::uint64_t mix(std::uint64_t h, std::uint64_t v) noexcept {
+  h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  return h * 0xff51afd7ed558ccdULL;
+}
+
+inline void fill(void* to, bytes_t bytes, std::uint64_t digest) {
+  auto* out = static_cast<std::byte*>(to);
+  for (bytes_t i = 0; i < bytes; ++i) out[i] = static_cast<std::byte>(digest >> (8 * (i % 8)));
+}
+
+[[nodiscard]] inline bool holds(const void* from, bytes_t bytes, std::uint64_t digest) {
+  const auto* in = static_cast<const std::byte*>(from);
+  for (bytes_t i = 0; i < bytes; ++i) {
+    if (in[i] != static_cast<std::byte>(digest >> (8 * (i % 8)))) return false;
+  }
+  return true;
+}
+
+}  // namespace detail
+
+/// The outcome of `check_integrity`.
+struct integrity_check {
+  bool ran = false;     ///< false: the executor refused the action list (a form it does not run yet)
+  std::string failure;  ///< "" when every op read what the unplanned run reads, else "executor: ..."
+};
+
+/// Runs `pl` on a host::device with an arena of `budget` bytes (plus one
+/// alignment unit per buffer, which the arena's rounding may take) and
+/// checks every input of every op against its reference digest.
+[[nodiscard]] inline integrity_check check_integrity(const problem& p, const plan& pl, bytes_t budget) {
+  using memplan::detail::concat;
+  // Reference digests, in schedule order with no planning.
+  std::vector<std::uint64_t> digest(p.num_tensors());
+  for (std::size_t t = 0; t < p.num_tensors(); ++t) digest[t] = detail::mix(0x6d656d706c616eULL, t);
+  for (std::size_t s = 0; s < p.num_steps(); ++s) {
+    std::uint64_t h = detail::mix(0x6f70ULL, s);
+    for (const index_t t : p.inputs(static_cast<index_t>(s))) h = detail::mix(h, digest[static_cast<std::size_t>(t)]);
+    std::uint64_t k = 0;
+    for (const index_t t : p.outputs(static_cast<index_t>(s))) digest[static_cast<std::size_t>(t)] = detail::mix(h, ++k);
+  }
+  bytes_t pinned = 0;
+  try {
+    pinned = runtime::layout_of(p, pl).pinned_peak;
+  } catch (const invalid_argument&) {
+    return {false, ""};  // e.g. micro-ops, which the executor does not run yet
+  }
+  const bytes_t slack = runtime::arena::alignment * static_cast<bytes_t>(p.num_tensors() + p.num_steps() + 1);
+  host::device dev({.arena_bytes = budget + slack, .pinned_bytes = pinned, .before_copy = {}});
+  std::atomic<long> bad{0};
+  std::atomic<index_t> first_bad{no_index};
+  try {
+    runtime::executor<host::device> ex(dev, p, pl);
+    const auto run_op = [&](const runtime::op_call& call, host::stream_view) {
+      const auto ins = p.inputs(call.step);
+      for (std::size_t i = 0; i < ins.size(); ++i) {
+        const auto t = static_cast<std::size_t>(ins[i]);
+        if (!detail::holds(call.inputs[i], p.bytes[t], digest[t])) {
+          ++bad;
+          index_t none = no_index;
+          first_bad.compare_exchange_strong(none, call.action);
+        }
+      }
+      const auto outs = p.outputs(call.step);
+      for (std::size_t i = 0; i < outs.size(); ++i) {
+        const auto t = static_cast<std::size_t>(outs[i]);
+        if (call.outputs[i] != nullptr) detail::fill(call.outputs[i], p.bytes[t], digest[t]);
+      }
+      if (call.workspace != nullptr) std::memset(call.workspace, 0xa5, static_cast<std::size_t>(call.workspace_bytes));
+    };
+    const auto load = [&](index_t t, void* to, host::stream_view) {
+      detail::fill(to, p.bytes[static_cast<std::size_t>(t)], digest[static_cast<std::size_t>(t)]);
+    };
+    const runtime::run_stats stats = ex.run(run_op, load);
+    if (stats.peak_bytes > budget) return {true, concat("executor: peak ", stats.peak_bytes, " B > budget ", budget, " B")};
+  } catch (const std::exception& e) {
+    return {true, concat("executor: ", e.what())};
+  }
+  if (bad != 0) {
+    return {true, concat("executor: ", bad.load(), " inputs did not hold their values, first at action ", first_bad.load())};
+  }
+  return {true, ""};
+}
+
+}  // namespace memplan::testing
