@@ -286,6 +286,23 @@ TEST_CASE("delta on three layers: offloads what cannot be recomputed, early star
   }
 }
 
+TEST_CASE("online planners: the tensors without a producer must fit before any release") {
+  // x (100 B, no producer) is on the device at time 0 in the simulator, so
+  // no policy may start by offloading it: 99 B is infeasible for both, with
+  // the bytes named (tests/data/regressions/delta-transformer-8-seed1098.json
+  // is the 1-byte case the property test found).
+  const problem p = three_layers();
+  const device_spec d = test::byte_per_us_device();
+  for (const char* name : {"dtr", "delta"}) {
+    INFO(name);
+    const plan pl = find_planner(name).run(p, d, 99, planner_options{});
+    CHECK_FALSE(pl.feasible);
+    CHECK_MESSAGE(pl.reason.find("the tensors without a producer need 100 bytes; budget 99 bytes") != std::string::npos,
+                  pl.reason);
+    CHECK_FALSE(simulate(p, pl, d, 99).feasible);
+  }
+}
+
 TEST_CASE("delta options are checked") {
   const problem p = three_layers();
   const device_spec d = test::byte_per_us_device();
@@ -314,6 +331,7 @@ TEST_CASE("dtr and delta on zoo models: valid plans under tight budgets") {
         if (ratio > 0.6) CHECK_MESSAGE(pl.feasible, pl.reason);  // at 0.5 some do not: vgg16's weights alone exceed it
         if (!pl.feasible) continue;
         CHECK(rep.peak_bytes <= budget);
+        CHECK(pl.best_peak == rep.peak_bytes);  // the simulator's peak, not the issue-order count
         if (std::string_view(name) != "transformer") check_valid(p, pl, d, budget);  // quadratic: small ones
       }
     }

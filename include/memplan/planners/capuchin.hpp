@@ -23,7 +23,7 @@
 #include "memplan/planners/capuchin/guided.hpp"
 #include "memplan/planners/capuchin/measured.hpp"
 #include "memplan/planners/capuchin/policy.hpp"
-#include "memplan/planners/detail/baseline.hpp"
+#include "memplan/planners/detail/verdict.hpp"
 #include "memplan/planners/planner.hpp"
 #include "memplan/sim/simulator.hpp"
 
@@ -81,7 +81,7 @@ struct outcome {
       out.guided_iterations = g.iterations;
       out.trigger_moves = g.trigger_moves;
       for (const eviction& ev : pol.evictions) (ev.how == regeneration::swap ? out.swaps : out.recomputations) += 1;
-      detail::baseline::record_verdict(p, out.result, out.sim, dev, sim);
+      detail::record_verdict(p, out.result, out.sim, dev, sim);
       out.result.history = std::move(g.history);
       if (!out.result.feasible) out.result.history.back().excess_bytes = out.result.best_peak - budget;
       return out;

@@ -27,6 +27,7 @@
 
 #include "memplan/cost/device.hpp"
 #include "memplan/error.hpp"
+#include "memplan/planners/detail/verdict.hpp"
 #include "memplan/planners/planner.hpp"
 #include "memplan/runtime/online.hpp"
 
@@ -142,7 +143,9 @@ struct delta_planner {
 
   plan operator()(const problem& p, const device_spec& dev, bytes_t budget, const planner_options& o) const {
     delta_policy policy(dev, read_settings(o));
-    return runtime::run_online(p, budget, policy, "delta").result;
+    plan pl = runtime::run_online(p, budget, policy, "delta").result;
+    if (pl.feasible) detail::judge(p, pl, dev);
+    return pl;
   }
 };
 static_assert(planner<delta_planner>);

@@ -10,6 +10,7 @@
 
 #include <string>
 
+#include "memplan/planners/detail/verdict.hpp"
 #include "memplan/planners/planner.hpp"
 #include "memplan/runtime/online.hpp"
 
@@ -30,9 +31,11 @@ struct dtr_policy {
 static_assert(runtime::eviction_policy<dtr_policy>);
 
 struct dtr_planner {
-  plan operator()(const problem& p, const device_spec&, bytes_t budget, const planner_options&) const {
+  plan operator()(const problem& p, const device_spec& dev, bytes_t budget, const planner_options&) const {
     dtr_policy policy;
-    return runtime::run_online(p, budget, policy, "dtr").result;
+    plan pl = runtime::run_online(p, budget, policy, "dtr").result;
+    if (pl.feasible) detail::judge(p, pl, dev);
+    return pl;
   }
 };
 static_assert(planner<dtr_planner>);

@@ -23,7 +23,9 @@
 /// Memory is counted in issue order (a release counts at once, an
 /// allocation when issued). Every earlier action ends eventually, so a list
 /// that fits in issue order also fits the simulator's timed run, which only
-/// adds waits for in-flight copies.
+/// adds waits for in-flight copies; the timed run's peak can be lower (a
+/// reload's copy starts after the frees issued just before it), so the
+/// planners report the simulator's (planners/detail/verdict.hpp).
 
 #include <concepts>
 #include <cstddef>
@@ -129,7 +131,11 @@ class online_runtime {
 
   online_result run() && {
     const auto n = static_cast<index_t>(p_->num_steps());
-    bool ok = make_room(0);
+    // The tensors without a producer are on the device before the first
+    // action (DESIGN §4, the simulator's time 0): no release can make room
+    // for them.
+    bool ok = state_.used() <= state_.budget() ||
+              fail(memplan::detail::concat("the tensors without a producer need ", state_.used(), " bytes"));
     for (index_t s = 0; ok && s < n; ++s) ok = step(s);
     if (ok) b_.set_best_peak(state_.peak());
     return {std::move(b_).finish(), counts_};
@@ -294,8 +300,8 @@ class online_runtime {
 
   bool fail(std::string why) {
     const auto s = static_cast<std::size_t>(state_.step());
-    b_.infeasible(memplan::detail::concat(b_.current().planner, ": at step ", s, " (op '", p_->op_name[s], "'), ", why, "; budget ",
-                         state_.budget(), " bytes"),
+    const std::string at = s < p_->num_steps() ? memplan::detail::concat("at step ", s, " (op '", p_->op_name[s], "'), ") : "";
+    b_.infeasible(memplan::detail::concat(b_.current().planner, ": ", at, why, "; budget ", state_.budget(), " bytes"),
                   state_.peak());
     return false;
   }

@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <limits>
 #include <span>
 #include <string>
 #include <string_view>
@@ -17,9 +16,9 @@
 
 #include "memplan/cost/device.hpp"
 #include "memplan/error.hpp"
-#include "memplan/format_bytes.hpp"
 #include "memplan/plan.hpp"
 #include "memplan/problem.hpp"
+#include "memplan/planners/detail/verdict.hpp"
 #include "memplan/sim/simulator.hpp"
 
 namespace memplan::detail::baseline {
@@ -79,21 +78,6 @@ inline void add_waits(plan& pl, std::span<const std::pair<index_t, index_t>> ext
   }
   pl.wait_begin = std::move(begin);
   pl.waits = std::move(waits);
-}
-
-/// Records the simulator's verdict `r` on `pl` under its budget: the peak
-/// reached, or, when it does not fit, infeasible with the peak it needs.
-inline void record_verdict(const problem& p, plan& pl, const report& r, const device_spec& dev, simulator& sim) {
-  if (r.feasible) {
-    pl.best_peak = r.peak_bytes;
-    return;
-  }
-  const report unlimited = sim.run(p, pl, dev, std::numeric_limits<bytes_t>::max() / 2);
-  pl.feasible = false;
-  pl.best_peak = unlimited.peak_bytes;
-  pl.reason = concat(pl.planner, ": the plan needs ", unlimited.peak_bytes, " bytes (",
-                     format_bytes(unlimited.peak_bytes), ") at its peak; the budget is ", pl.budget, " bytes (",
-                     format_bytes(pl.budget), "): ", r.failure);
 }
 
 /// Emits a baseline's actions in issue order over a plan_builder and keeps
@@ -204,9 +188,7 @@ class emitter {
   /// that does not fit is marked infeasible with the peak it needs.
   [[nodiscard]] plan finish(const device_spec& dev) && {
     plan result = std::move(*this).take();
-    simulator sim;
-    const report r = sim.run(*p_, result, dev, result.budget);
-    record_verdict(*p_, result, r, dev, sim);
+    judge(*p_, result, dev);
     return result;
   }
 

@@ -1,0 +1,41 @@
+#pragma once
+/// \file
+/// The simulator's verdict on a finished plan: every planner whose own
+/// accounting is not the simulator's (fixed strategies, the online
+/// policies' issue-order count, Capuchin's guided runs) reports the
+/// simulator's peak, or infeasible with the peak the plan needs.
+
+#include <limits>
+
+#include "memplan/cost/device.hpp"
+#include "memplan/error.hpp"
+#include "memplan/format_bytes.hpp"
+#include "memplan/plan.hpp"
+#include "memplan/problem.hpp"
+#include "memplan/sim/simulator.hpp"
+
+namespace memplan::detail {
+
+/// Records the simulator's verdict `r` on `pl` under its budget: the peak
+/// reached, or, when it does not fit, infeasible with the peak it needs.
+inline void record_verdict(const problem& p, plan& pl, const report& r, const device_spec& dev, simulator& sim) {
+  if (r.feasible) {
+    pl.best_peak = r.peak_bytes;
+    return;
+  }
+  const report unlimited = sim.run(p, pl, dev, std::numeric_limits<bytes_t>::max() / 2);
+  pl.feasible = false;
+  pl.best_peak = unlimited.peak_bytes;
+  pl.reason = concat(pl.planner, ": the plan needs ", unlimited.peak_bytes, " bytes (",
+                     format_bytes(unlimited.peak_bytes), ") at its peak; the budget is ", pl.budget, " bytes (",
+                     format_bytes(pl.budget), "): ", r.failure);
+}
+
+/// Simulates `pl` under its budget and records the verdict.
+inline void judge(const problem& p, plan& pl, const device_spec& dev) {
+  simulator sim;
+  const report r = sim.run(p, pl, dev, pl.budget);
+  record_verdict(p, pl, r, dev, sim);
+}
+
+}  // namespace memplan::detail
