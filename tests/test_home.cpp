@@ -174,11 +174,40 @@ TEST_CASE("Algo 3's update equals its literal transcription, with fewer evaluati
     }
     const fitness literal_fitness = evaluate(literal);
     const std::int64_t before = evaluate.evaluations();
-    const fitness fast_fitness = detail::home::update_particle(fast, evaluate(fast), p1, p2, evaluate);
+    const auto never = [] { return false; };
+    const fitness fast_fitness = detail::home::update_particle(fast, evaluate(fast), p1, p2, evaluate, never);
     CHECK(fast == literal);
     CHECK(fast_fitness == literal_fitness);
     CHECK(evaluate.evaluations() - before < literal_evaluations);
   }
+}
+
+TEST_CASE("a time limit stops Algo 3's update between tensors, at a placement of known fitness") {
+  // The stop predicate answers true from its 4th call: tensors 0-2 move as
+  // in the literal Algo 3, the rest stay where they were, and the fitness
+  // returned is that placement's.
+  const problem p = zoo("vgg16", 64);
+  const detail::home::feature_maps fm(p);
+  detail::home::evaluator evaluate(p, find_device("rtx-2080ti"), fm, p.baseline_peak() / 2, 0);
+  REQUIRE(fm.size() > 3);
+  const std::vector<placement> p1(fm.size(), placement{0});
+  std::vector<placement> p2(fm.size());
+  for (std::size_t j = 0; j < fm.size(); ++j) p2[j] = static_cast<placement>(fm.choices(j) - 1);
+  std::vector<placement> x(fm.size(), placement{0});
+  std::vector<placement> literal = x;
+  for (std::size_t j = 0; j < 3; ++j) {
+    literal[j] = p1[j];
+    const fitness o1 = evaluate(literal);
+    literal[j] = p2[j];
+    const fitness o2 = evaluate(literal);
+    literal[j] = o1 < o2 ? p1[j] : p2[j];
+  }
+  int calls = 0;
+  const auto stop_at_fourth = [&] { return ++calls > 3; };
+  const fitness f = detail::home::update_particle(x, evaluate(x), p1, p2, evaluate, stop_at_fourth);
+  CHECK(calls == 4);
+  CHECK(x == literal);
+  CHECK(f == evaluate(literal));
 }
 
 TEST_CASE("remembered evaluations equal full simulations of the emitted plan") {

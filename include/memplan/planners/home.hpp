@@ -65,12 +65,14 @@ struct search_result {
 /// candidate equal to the current position (its fitness is known), both
 /// candidates when p1 and p2 agree (line 12 takes p2's, whatever O1 and O2
 /// are) — so the result is Algo 3's exactly, with fewer simulations.
+/// Once `out_of_time()` answers true the particle stops where it is (the
+/// time limit; a whole update of a large model takes seconds).
 /// \returns the new position's fitness.
-template <class Evaluate>
+template <class Evaluate, class Stop>
 [[nodiscard]] fitness update_particle(std::span<placement> x, fitness fx, std::span<const placement> p1,
-                                      std::span<const placement> p2, Evaluate& evaluate) {
+                                      std::span<const placement> p2, Evaluate& evaluate, const Stop& out_of_time) {
   bool known = true;  // fx is x's fitness
-  for (std::size_t j = 0; j < x.size(); ++j) {
+  for (std::size_t j = 0; j < x.size() && !out_of_time(); ++j) {
     const placement now = x[j];
     if (p1[j] == p2[j]) {  // O1 == O2, line 12: policy[j] = P2[j]
       if (now != p2[j]) {
@@ -165,11 +167,13 @@ template <class Evaluate>
                                    ? concat(", ", format_bytes(r.best_fitness.excess_bytes), " over the budget")
                                    : std::string()));
     }
-    // The update after the last evaluation would never be evaluated.
+    // The update after the last evaluation would never be evaluated. An
+    // update the time limit cut short left its particles at placements of
+    // known fitness, which the next pass through lines 6-12 records.
     if (it == settings.iterations || out_of_time()) break;
     std::ranges::copy(particle(x, iteration_best), last_best.begin());  // line 1 of Algo 3: P_1
     parallel_for(threads, m, [&](std::size_t w, std::size_t i) {
-      fx[i] = update_particle(particle(x, i), fx[i], last_best, particle(pbest, i), evaluators[w]);
+      fx[i] = update_particle(particle(x, i), fx[i], last_best, particle(pbest, i), evaluators[w], out_of_time);
     });
   }
   for (const evaluator& e : evaluators) {
