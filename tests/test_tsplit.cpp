@@ -289,6 +289,12 @@ TEST_CASE("tsplit: split plans pass the validator; it reaches budgets tsplit-nos
       const auto budget = static_cast<bytes_t>(share * static_cast<double>(zp.baseline_peak()));
       const plan pl = run("tsplit", zp, titan, budget);
       check_valid(zp, pl, titan);
+      // tsplit makes the plan without split too and keeps the faster: it is
+      // never slower than tsplit-nosplit where that fits.
+      const plan without = run("tsplit-nosplit", zp, titan, budget);
+      if (!without.feasible) continue;
+      REQUIRE(pl.feasible);
+      CHECK(simulate(zp, pl, titan, budget).time_us <= simulate(zp, without, titan, budget).time_us);
     }
   }
 }

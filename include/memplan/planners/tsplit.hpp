@@ -116,14 +116,18 @@ static_assert(planner<tsplit_nosplit_planner>);
 struct tsplit_planner {
   plan operator()(const problem& p, const device_spec& dev, bytes_t budget, const planner_options&) const {
     MEMPLAN_EXPECTS(budget >= 0, invalid_argument, "tsplit: the budget must be non-negative, got ", budget);
-    plan with_split = detail::tsplit::plan_with_feedback(p, dev, budget, "tsplit", true);
-    if (with_split.feasible) return with_split;
     // Algo 2 is greedy: a split taken early can leave a later bottleneck
-    // with fewer options. Where the plan with split does not fit, the plan
-    // without it is tried too (Algo 2 line 15 compares the options per
-    // bottleneck; this compares the two whole plans).
+    // with fewer options, or cost more time than the evictions it spared.
+    // Algo 2 line 15 compares the options per bottleneck; this also
+    // compares the two whole plans, with and without split: the one that
+    // fits, the faster of two that do, the lower peak of two that do not.
+    plan with_split = detail::tsplit::plan_with_feedback(p, dev, budget, "tsplit", true);
     plan without = detail::tsplit::plan_with_feedback(p, dev, budget, "tsplit", false);
-    return without.feasible || without.best_peak < with_split.best_peak ? without : with_split;
+    if (with_split.feasible != without.feasible) return with_split.feasible ? with_split : without;
+    if (!with_split.feasible) return without.best_peak < with_split.best_peak ? without : with_split;
+    simulator sim;
+    const double split_us = sim.run(p, with_split, dev, budget).time_us;
+    return sim.run(p, without, dev, budget).time_us < split_us ? without : with_split;
   }
 };
 static_assert(planner<tsplit_planner>);
