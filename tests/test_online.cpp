@@ -303,6 +303,27 @@ TEST_CASE("online planners: the tensors without a producer must fit before any r
   }
 }
 
+TEST_CASE("online planners stop at their time limit, infeasible, saying so") {
+  // resnet50 b8 at 50 %: hundreds of steps and releases. A limit that has
+  // run out stops the run before the first step; without one both fit.
+  const device_spec d = find_device("titan-rtx");
+  model::options mo;
+  mo.batch = 8;
+  const problem p = compile(model::build("resnet50", mo, d));
+  const bytes_t budget = p.baseline_peak() / 2;
+  for (const char* name : {"dtr", "delta"}) {
+    INFO(name);
+    planner_options spent;
+    spent.time_limit_s = 1e-9;
+    const plan stopped = find_planner(name).run(p, d, budget, spent);
+    CHECK_FALSE(stopped.feasible);
+    CHECK_MESSAGE(stopped.reason.find("at step 0 (op '") != std::string::npos, stopped.reason);
+    CHECK_MESSAGE(stopped.reason.find("the time limit of 1e-09 s ran out before the last step") != std::string::npos,
+                  stopped.reason);
+    CHECK(find_planner(name).run(p, d, budget, planner_options{}).feasible);
+  }
+}
+
 TEST_CASE("delta options are checked") {
   const problem p = three_layers();
   const device_spec d = test::byte_per_us_device();

@@ -31,9 +31,9 @@ struct dtr_policy {
 static_assert(runtime::eviction_policy<dtr_policy>);
 
 struct dtr_planner {
-  plan operator()(const problem& p, const device_spec& dev, bytes_t budget, const planner_options&) const {
+  plan operator()(const problem& p, const device_spec& dev, bytes_t budget, const planner_options& o) const {
     dtr_policy policy;
-    plan pl = runtime::run_online(p, budget, policy, "dtr").result;
+    plan pl = runtime::run_online(p, budget, policy, "dtr", o.time_limit_s).result;
     if (pl.feasible) detail::judge(p, pl, dev);
     return pl;
   }

@@ -27,6 +27,7 @@
 /// reload's copy starts after the frees issued just before it), so the
 /// planners report the simulator's (planners/detail/verdict.hpp).
 
+#include <chrono>
 #include <concepts>
 #include <cstddef>
 #include <string>
@@ -121,9 +122,9 @@ namespace detail {
 template <eviction_policy P>
 class online_runtime {
  public:
-  online_runtime(const problem& p, bytes_t budget, P& policy, std::string name)
+  online_runtime(const problem& p, bytes_t budget, P& policy, std::string name, double time_limit_s)
       : p_(&p), policy_(&policy), state_(p, budget, P::offloads), b_(p, std::move(name), budget),
-        death_(death_steps(p)), dies_at_(p.num_steps() + 1) {
+        death_(death_steps(p)), dies_at_(p.num_steps() + 1), time_limit_s_(time_limit_s) {
     for (std::size_t t = 0; t < death_.size(); ++t) {
       dies_at_[static_cast<std::size_t>(death_[t])].push_back(static_cast<index_t>(t));
     }
@@ -145,6 +146,7 @@ class online_runtime {
   bool step(index_t s) {
     state_.set_step(s);
     step_recomputes_ = 0;
+    if (out_of_time()) return fail_time_limit();
     const auto inputs = p_->inputs(s);
     for (const index_t t : inputs) state_.pin(t);
     for (const index_t t : inputs) {
@@ -238,6 +240,7 @@ class online_runtime {
       return fail(memplan::detail::concat("rematerialisation thrashes (", step_recomputes_,
                                           " recomputes for one step)"));
     }
+    if (out_of_time()) return fail_time_limit();
     if (!run_op(r, action_kind::recompute)) return false;
     ++counts_.recomputations;
     for (const index_t in : inputs) state_.unpin(in);
@@ -295,6 +298,16 @@ class online_runtime {
     if (w == residence::resident || w == residence::offloaded) state_.make_evicted(t);
   }
 
+  /// planner_options::time_limit_s has run out. An online policy has no
+  /// plan before the end of the schedule, so the run stops, infeasible.
+  [[nodiscard]] bool out_of_time() const {
+    return time_limit_s_ > 0 &&
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count() >= time_limit_s_;
+  }
+  bool fail_time_limit() {
+    return fail(memplan::detail::concat("the time limit of ", time_limit_s_, " s ran out before the last step"));
+  }
+
   /// Read for the last time before the current step.
   [[nodiscard]] bool dead(index_t t) const { return death_[static_cast<std::size_t>(t)] < state_.step(); }
 
@@ -316,6 +329,8 @@ class online_runtime {
   index_t step_recomputes_ = 0;
   std::vector<index_t> revived_;  ///< dead tensors recomputed during the current step
   index_t last_compute_ = no_index;  ///< the compute-stream action issued last
+  double time_limit_s_;              ///< 0: none
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace detail
@@ -323,12 +338,14 @@ class online_runtime {
 /// Executes `p`'s schedule under `budget` with `policy` deciding what to
 /// release. An allocation that cannot be made room for makes the plan
 /// infeasible (`result.feasible == false`, with the reason); the plan is
-/// then cut at that step.
+/// then cut at that step. So is one that runs past `time_limit_s` (0:
+/// no limit).
 /// \throws invalid_argument if the policy chooses a tensor that is not a
 ///         candidate, or evicts one that cannot be recomputed.
 template <eviction_policy P>
-[[nodiscard]] online_result run_online(const problem& p, bytes_t budget, P& policy, std::string name) {
-  return detail::online_runtime<P>(p, budget, policy, std::move(name)).run();
+[[nodiscard]] online_result run_online(const problem& p, bytes_t budget, P& policy, std::string name,
+                                       double time_limit_s = 0) {
+  return detail::online_runtime<P>(p, budget, policy, std::move(name), time_limit_s).run();
 }
 
 }  // namespace memplan::runtime
