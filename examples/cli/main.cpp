@@ -243,9 +243,14 @@ planner_options read_planner_options(const arguments& args, std::span<const std:
   return o;
 }
 
-std::vector<std::string> all_planner_names() {
+/// The planners `compare` and `maxbatch` run without `--planners`: all but
+/// the searches (home, milp), which take minutes where the others take
+/// milliseconds.
+std::vector<std::string> default_planner_names() {
   std::vector<std::string> names;
-  for (const auto& e : planners()) names.emplace_back(e.name);
+  for (const auto& e : planners()) {
+    if (!e.searches) names.emplace_back(e.name);
+  }
   return names;
 }
 
@@ -350,7 +355,7 @@ int cmd_compare(const arguments& args) {
   const device_spec d = load_device(args, "");
   const problem p = load_source(args, d).p;
   const bytes_t budget = read_budget(args, p);
-  const auto names = args.list("planners", all_planner_names());
+  const auto names = args.list("planners", default_planner_names());
   const planner_options options = read_planner_options(args, names);
   std::vector<planned> rows;
   for (const auto& name : names) {
@@ -434,7 +439,7 @@ batch_result search_batch(const arguments& args, const device_spec& d, const pla
 int cmd_maxbatch(const arguments& args) {
   const device_spec d = load_device(args, "");
   const double max_overhead = args.number("max-overhead", 1e300, 0, 1e300);
-  const auto names = args.list("planners", all_planner_names());
+  const auto names = args.list("planners", default_planner_names());
   const planner_options options = read_planner_options(args, names);
   const bool progress = isatty(STDERR_FILENO) != 0;
   std::vector<std::pair<std::string, batch_result>> rows;

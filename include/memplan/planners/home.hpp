@@ -189,6 +189,7 @@ template <class Evaluate, class Stop>
 /// names; the registry supplies it (it lists every planner, this one too).
 struct home_planner {
   static constexpr std::array<std::string_view, 3> option_names{"iterations", "particles", "seed-with"};
+  static constexpr bool searches = true;  ///< 500 x 500 particles by default
 
   using planner_lookup = plan (*)(std::string_view name, const problem&, const device_spec&, bytes_t,
                                   const planner_options&);
@@ -216,17 +217,10 @@ struct home_planner {
                                                                     bytes_t budget, const planner_options& o,
                                                                     const detail::home::feature_maps& fm) const {
     std::vector<std::vector<detail::home::placement>> seeds;
-    std::string_view names = option_text(o, "seed-with", "");
     planner_options plain = o;  // the seeding planners' own options: the common ones only
     plain.extra.clear();
     plain.progress = nullptr;
-    while (!names.empty()) {
-      const std::size_t comma = names.find(',');
-      const std::string_view name = names.substr(0, comma);
-      names = comma == std::string_view::npos ? std::string_view() : names.substr(comma + 1);
-      MEMPLAN_EXPECTS(!name.empty() && name != "home", invalid_argument,
-                      "home: --seed-with takes a comma-separated list of other planners, got '",
-                      option_text(o, "seed-with", ""), "'");
+    for (const std::string_view name : planner_names(option_text(o, "seed-with", ""), "home", "seed-with")) {
       MEMPLAN_EXPECTS(seed_planners != nullptr, invalid_argument, "home: --seed-with '", name,
                       "' needs the planner registry (use the registered 'home')");
       seeds.push_back(fm.placement_of(seed_planners(name, p, dev, budget, plain)));

@@ -188,6 +188,7 @@ class program {
 
 struct milp_planner {
   static constexpr std::array<std::string_view, 2> option_names{"max-ops", "seed-with"};
+  static constexpr bool searches = true;  ///< CBC may run for minutes
 
   using planner_lookup = plan (*)(std::string_view name, const problem&, const device_spec&, bytes_t,
                                   const planner_options&);
@@ -415,16 +416,9 @@ struct milp_planner {
   std::vector<plan> seed_plans(const problem& p, const device_spec& dev, bytes_t budget,
                                const planner_options& o) const {
     std::vector<plan> seeds;
-    std::string_view names = option_text(o, "seed-with", "");
     planner_options plain = o;  // the seeding planners' own options: the common ones only
     plain.extra.clear();
-    while (!names.empty()) {
-      const std::size_t comma = names.find(',');
-      const std::string_view name = names.substr(0, comma);
-      names = comma == std::string_view::npos ? std::string_view() : names.substr(comma + 1);
-      MEMPLAN_EXPECTS(!name.empty() && name != "milp", invalid_argument,
-                      "milp: --seed-with takes a comma-separated list of other planners, got '",
-                      option_text(o, "seed-with", ""), "'");
+    for (const std::string_view name : planner_names(option_text(o, "seed-with", ""), "milp", "seed-with")) {
       MEMPLAN_EXPECTS(seed_planners != nullptr, invalid_argument, "milp: --seed-with '", name,
                       "' needs the planner registry (use the registered 'milp')");
       seeds.push_back(seed_planners(name, p, dev, budget, plain));

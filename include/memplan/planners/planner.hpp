@@ -11,6 +11,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "memplan/cost/device.hpp"
 #include "memplan/error.hpp"
@@ -50,6 +51,23 @@ struct planner_options {
   MEMPLAN_EXPECTS(ec == std::errc{} && end == text.data() + text.size() && v >= lo && v <= hi, invalid_argument,
                   "option '--", name, "' takes a number from ", lo, " to ", hi, ", got '", text, "'");
   return v;
+}
+
+/// The planner names in `list`, the comma-separated value of planner
+/// `who`'s option `--option` (`--seed-with capuchin,tsplit`).
+/// \throws invalid_argument when a name is empty or `who` itself.
+[[nodiscard]] inline std::vector<std::string_view> planner_names(std::string_view list, std::string_view who,
+                                                                 std::string_view option) {
+  std::vector<std::string_view> names;
+  for (std::string_view rest = list; !rest.empty();) {
+    const std::size_t comma = rest.find(',');
+    names.push_back(rest.substr(0, comma));
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    MEMPLAN_EXPECTS(!names.back().empty() && names.back() != who && (comma == std::string_view::npos || !rest.empty()),
+                    invalid_argument, who, ": --", option, " takes a comma-separated list of other planners, got '",
+                    list, "'");
+  }
+  return names;
 }
 
 /// A planner. A budget it cannot meet is an ordinary outcome: the plan says

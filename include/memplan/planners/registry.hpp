@@ -19,6 +19,7 @@
 #endif
 #include "memplan/planners/none.hpp"
 #include "memplan/planners/planner.hpp"
+#include "memplan/planners/portfolio.hpp"
 #include "memplan/planners/revolve.hpp"
 #include "memplan/planners/superneurons.hpp"
 #include "memplan/planners/tsplit.hpp"
@@ -36,6 +37,10 @@ struct planner_entry {
   /// (the CLI accepts them as `--NAME VALUE`): a planner declares them as
   /// `static constexpr std::array<std::string_view, N> option_names`.
   std::span<const std::string_view> options;
+  /// A search of seconds to minutes (`home`, `milp`: a planner declares
+  /// `static constexpr bool searches = true`): the CLI's `compare` and
+  /// `maxbatch` run it only when `--planners` names it.
+  bool searches = false;
 };
 
 namespace detail {
@@ -45,11 +50,10 @@ plan run_planner(const problem& p, const device_spec& d, bytes_t budget, const p
 }
 template <planner P>
 constexpr planner_entry entry(std::string_view name, std::string_view summary) {
-  if constexpr (requires { P::option_names; }) {
-    return {name, summary, &run_planner<P>, P::option_names};
-  } else {
-    return {name, summary, &run_planner<P>, {}};
-  }
+  planner_entry e{name, summary, &run_planner<P>, {}};
+  if constexpr (requires { P::option_names; }) e.options = P::option_names;
+  if constexpr (requires { P::searches; }) e.searches = P::searches;
+  return e;
 }
 /// Runs the registered planner `name` (HOME's `--seed-with`).
 inline plan run_registered(std::string_view name, const problem& p, const device_spec& d, bytes_t budget,
@@ -57,6 +61,10 @@ inline plan run_registered(std::string_view name, const problem& p, const device
 /// `home`, seeded from the registry.
 struct registered_home : home_planner {
   constexpr registered_home() : home_planner{&run_registered} {}
+};
+/// `auto`, its portfolio from the registry.
+struct registered_auto : portfolio_planner {
+  constexpr registered_auto() : portfolio_planner{&run_registered} {}
 };
 #ifdef MEMPLAN_ENABLE_MILP
 /// `milp`, seeded from the registry.
@@ -81,6 +89,7 @@ inline constexpr std::array planner_entries{
     entry<tsplit_nosplit_planner>("tsplit-nosplit", "TSPLIT w/o split: Algo 2 over swap (Eq. 3, PCIe occupancy) and recompute (Eq. 4)"),
     entry<tsplit_planner>("tsplit", "TSPLIT: Algo 2 over swap, recompute and tensor split (Eq. 2-6, Nie et al. 2022)"),
     entry<registered_home>("home", "particle swarm over retain/swap/recompute per feature map (HOME, He et al.)"),
+    entry<registered_auto>("auto", "the fastest plan that fits among a portfolio of planners, judged by the simulator"),
 };
 }  // namespace detail
 

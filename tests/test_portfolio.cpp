@@ -1,0 +1,117 @@
+// Tests of `auto` (planners/portfolio.hpp): it returns the fastest plan that
+// fits among its members, as the simulator times each member's own plan;
+// none's plan where everything fits; the lowest peak, with every verdict,
+// where nothing does; and it checks its option.
+#include <doctest/doctest.h>
+
+#include <limits>
+#include <string>
+#include <string_view>
+
+#include "memplan/cost/devices.hpp"
+#include "memplan/model/zoo.hpp"
+#include "memplan/planners/registry.hpp"
+#include "memplan/sim/simulator.hpp"
+#include "memplan/sim/validator.hpp"
+
+namespace {
+
+using namespace memplan;
+
+problem resnet50(int batch) {
+  model::options o;
+  o.batch = batch;
+  return compile(model::build("resnet50", o, find_device("titan-rtx")));
+}
+
+TEST_CASE("auto returns the fastest member plan that fits, by the simulator's time") {
+  const device_spec& dev = find_device("titan-rtx");
+  const problem p = resnet50(32);
+  for (const int percent : {60, 35}) {
+    CAPTURE(percent);
+    const bytes_t budget = p.baseline_peak() * percent / 100;
+    // The portfolio's answer worked out here, member by member.
+    double fastest = std::numeric_limits<double>::infinity();
+    std::string winner;
+    int fit = 0;
+    for (const std::string_view name : planner_names(portfolio_planner::default_portfolio, "auto", "portfolio")) {
+      const report r = simulate(p, find_planner(name).run(p, dev, budget, planner_options{}), dev, budget);
+      if (!r.feasible) continue;
+      ++fit;
+      if (r.time_us < fastest) {
+        fastest = r.time_us;
+        winner = name;
+      }
+    }
+    REQUIRE(fit > 0);
+    const plan pl = find_planner("auto").run(p, dev, budget, planner_options{});
+    REQUIRE(pl.feasible);
+    const report r = simulate(p, pl, dev, budget);
+    CHECK(r.time_us == fastest);
+    CHECK(r.peak_bytes <= budget);
+    CHECK(pl.best_peak == r.peak_bytes);
+    CHECK_MESSAGE(pl.reason.starts_with(detail::concat("auto: ", winner, "'s plan, the fastest of the ", fit,
+                                                       " of 10 planners whose plans fit")),
+                  pl.reason);
+    CHECK(validate(p, pl, dev, budget).ok);
+  }
+}
+
+TEST_CASE("auto keeps everything where everything fits, and names every verdict where nothing does") {
+  const device_spec& dev = find_device("titan-rtx");
+  const problem p = resnet50(8);
+  const plan all = find_planner("auto").run(p, dev, p.baseline_peak(), planner_options{});
+  REQUIRE(all.feasible);
+  CHECK(simulate(p, all, dev, p.baseline_peak()).time_us == doctest::Approx(p.baseline_time_us()));
+  CHECK_MESSAGE(all.reason.starts_with("auto: none's plan, the fastest of the "), all.reason);
+
+  // 1 MiB: less than resnet50's parameters alone (25.6 M floats).
+  const plan nothing = find_planner("auto").run(p, dev, bytes_t{1} << 20, planner_options{});
+  CHECK_FALSE(nothing.feasible);
+  CHECK_MESSAGE(nothing.reason.starts_with("auto: none of the 10 planners' plans fits; the lowest peak, "),
+                nothing.reason);
+  for (const char* name : {"capuchin: ", "tsplit: ", "dtr: ", "delta: ", "revolve: "}) {
+    CHECK_MESSAGE(nothing.reason.find(name) != std::string::npos, name);
+  }
+  CHECK_FALSE(simulate(p, nothing, dev, bytes_t{1} << 20).feasible);
+}
+
+TEST_CASE("auto's portfolio option and time limit") {
+  const device_spec& dev = find_device("titan-rtx");
+  const problem p = resnet50(8);
+  const bytes_t budget = p.baseline_peak() * 6 / 10;
+  planner_options o;
+  o.extra["portfolio"] = "vdnn-all,checkpoint";
+  const plan two = find_planner("auto").run(p, dev, budget, o);
+  REQUIRE(two.feasible);
+  // At 60 % checkpointing does not fit resnet50 b8 (its plan peaks at 554 MiB
+  // against 517 MiB), vdnn-all does: auto returns vdnn-all's plan.
+  const report vdnn = simulate(p, find_planner("vdnn-all").run(p, dev, budget, {}), dev, budget);
+  const report ckpt = simulate(p, find_planner("checkpoint").run(p, dev, budget, {}), dev, budget);
+  REQUIRE(vdnn.feasible);
+  REQUIRE_FALSE(ckpt.feasible);
+  CHECK(simulate(p, two, dev, budget).time_us == vdnn.time_us);
+  CHECK_MESSAGE(two.reason == "auto: vdnn-all's plan, the fastest of the 1 of 2 planners whose plans fit", two.reason);
+
+  // A spent limit: the first member runs, the others are skipped.
+  planner_options spent;
+  spent.time_limit_s = 1e-9;
+  const plan first = find_planner("auto").run(p, dev, p.baseline_peak(), spent);
+  REQUIRE(first.feasible);
+  CHECK_MESSAGE(first.reason ==
+                    "auto: none's plan, the fastest of the 1 of 1 planners whose plans fit (the time limit of 1e-09 s "
+                    "ran out before 9 more)",
+                first.reason);
+
+  o.extra["portfolio"] = "none,auto";
+  CHECK_THROWS_WITH_AS(find_planner("auto").run(p, dev, budget, o),
+                       "auto: --portfolio takes a comma-separated list of other planners, got 'none,auto'",
+                       invalid_argument);
+  o.extra["portfolio"] = "none,,dtr";
+  CHECK_THROWS_AS(find_planner("auto").run(p, dev, budget, o), invalid_argument);
+  o.extra["portfolio"] = "none,fastest";
+  CHECK_THROWS_WITH_AS(find_planner("auto").run(p, dev, budget, o), doctest::Contains("unknown planner 'fastest'"),
+                       invalid_argument);
+}
+
+}  // namespace
