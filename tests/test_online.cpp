@@ -143,7 +143,7 @@ TEST_CASE("delta: the director (Eq. 4-6, Algo 3)") {
   const problem p = fan::make();
   online_state s = fan::after_forward(p, true);
   const device_spec d = slow_link_device();
-  const delta_policy policy(d, {});
+  const delta_policy policy(d, {.link_efficiency = 0.35});  // §4.1's testbed
   // c_s(m) = m / (0.35 * 10 B/µs) out + the same back.
   CHECK(policy.swap_cost_us(400) == doctest::Approx(2 * 400 / 3.5));
   // a3: F = 50 / 228.57 = 0.219 <= 1: evict.
@@ -330,7 +330,7 @@ TEST_CASE("delta options are checked") {
   planner_options o;
   o.extra["filter"] = "fifo";
   CHECK_THROWS_WITH_AS(find_planner("delta").run(p, d, 600, o),
-                       "option '--filter' takes base, lru or greedy, got 'fifo'", invalid_argument);
+                       "option '--filter' takes base, lru, greedy or cost, got 'fifo'", invalid_argument);
   o.extra["filter"] = "lru";
   o.extra["link-efficiency"] = "2";
   CHECK_THROWS_AS(find_planner("delta").run(p, d, 600, o), invalid_argument);
