@@ -139,6 +139,37 @@ TEST_CASE("delta: the three filters of Eq. 1-3") {
   CHECK(pick(delta_policy::filter::greedy) == fan::a3);
 }
 
+TEST_CASE("delta: the cost filter, min(h_r, h_o), and fetching the cheaper way") {
+  const problem p = fan::make();
+  online_state s = fan::after_forward(p, true);
+  const device_spec d = slow_link_device();  // 10 B/µs each way
+  const delta_policy policy(d, {});          // filter cost, all of the link: c_s(m) = m / 5
+  CHECK(policy.swap_cost_us(100) == doctest::Approx(20));
+  // min(c_r, c_s) / (m s): x min(inf, 20) / (100 * 500) = 4e-4; a1 min(100,
+  // 40) / (200 * 100) = 2e-3; a2 min(300, 20) / (100 * 50) = 4e-3; a3 min(50,
+  // 80) / (400 * 50) = 2.5e-3.
+  CHECK(delta_policy::h_cost(300, 20, 100, 50) == doctest::Approx(4e-3));
+  CHECK(policy.filter_tensor(s) == fan::x);
+  CHECK(policy.direct(s, fan::x) == release_kind::offload);  // evict_pinned
+  s.make_offloaded(fan::x);
+  // Then a1 (2e-3), offloaded: F = 100 / 40 > 1. Eq. 1 scores a1 and a3
+  // alike (1 / 20,000) though a3 costs half as much to bring back.
+  CHECK(policy.filter_tensor(s) == fan::a1);
+  CHECK(policy.direct(s, fan::a1) == release_kind::offload);
+  // An offloaded tensor comes back the cheaper way: a2 by a reload (10 µs,
+  // where §5.5's rule recomputes it: f2, 300 µs); a3 too at full bandwidth
+  // (40 µs against f3's 50), and by recomputing where the link runs at 35 %
+  // (114 µs).
+  s.make_offloaded(fan::a2);
+  s.make_offloaded(fan::a3);
+  CHECK(policy.fetch(s, fan::a2) == runtime::fetch_kind::reload);
+  CHECK(policy.fetch(s, fan::a3) == runtime::fetch_kind::reload);
+  const delta_policy slow(d, {.link_efficiency = 0.35});
+  CHECK(slow.fetch(s, fan::a2) == runtime::fetch_kind::reload);
+  CHECK(slow.fetch(s, fan::a3) == runtime::fetch_kind::recompute);
+  CHECK(policy.fetch(s, fan::x) == runtime::fetch_kind::reload);  // cannot be recomputed
+}
+
 TEST_CASE("delta: the director (Eq. 4-6, Algo 3)") {
   const problem p = fan::make();
   online_state s = fan::after_forward(p, true);
@@ -158,14 +189,16 @@ TEST_CASE("delta: the director (Eq. 4-6, Algo 3)") {
   // at 10 % it costs 800 µs.
   const delta_policy fast(d, {.link_efficiency = 1.0});
   CHECK(fast.decision_score(s, fan::a3) == doctest::Approx(50.0 / 80));
-  // A tensor a prefetch brought back and no op has read (offload_pinned): evict.
-  s.make_offloaded(fan::a2);
-  s.make_resident(fan::a2, true);
-  CHECK(s.in_flight(fan::a2));
-  CHECK(s.has_host_copy(fan::a2));
-  CHECK(policy.direct(s, fan::a2) == release_kind::evict);
-  s.touch(fan::a2);
-  CHECK(policy.direct(s, fan::a2) == release_kind::offload);
+  // A tensor a prefetch brought back and no op has read (offload_pinned):
+  // Algo 3 evicts it; here it keeps its host copy, leaving by an offload that
+  // copies nothing. Once read, a3 is evicted again (F = 0.219).
+  s.make_offloaded(fan::a3);
+  s.make_resident(fan::a3, true);
+  CHECK(s.in_flight(fan::a3));
+  CHECK(s.has_host_copy(fan::a3));
+  CHECK(policy.direct(s, fan::a3) == release_kind::offload);
+  s.touch(fan::a3);
+  CHECK(policy.direct(s, fan::a3) == release_kind::evict);
 }
 
 TEST_CASE("delta: the prefetcher (Algo 4) reloads the latest offload, bounded, under the early-start mark") {
