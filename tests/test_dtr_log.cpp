@@ -181,9 +181,9 @@ TEST_CASE("dtr log: delta fits wherever dtr does, at or below it") {
     double delta;
   };
   constexpr cell fixed[] = {
-      {"inceptionv4", 0.3, 1.160}, {"treelstm", 0.3, 1.023}, {"unroll_gan", 0.5, 1.024},
-      {"resnet32", 0.3, 1.180},    {"tv_densenet121", 0.3, 1.405}, {"unet", 0.5, 1.190},
-      {"unet", 0.3, 1.760},        {"unroll_gan", 0.3, 1.218},
+      {"inceptionv4", 0.3, 1.160}, {"treelstm", 0.3, 1.049}, {"unroll_gan", 0.5, 1.051},
+      {"resnet32", 0.3, 1.181},    {"tv_densenet121", 0.3, 1.417}, {"unet", 0.5, 1.191},
+      {"unet", 0.3, 1.706},        {"unroll_gan", 0.3, 1.305},
   };
   const auto ratio_of = [&](const problem& p, const plan& pl, bytes_t budget) {
     if (!pl.feasible) return -1.0;

@@ -189,16 +189,14 @@ TEST_CASE("delta: the director (Eq. 4-6, Algo 3)") {
   // at 10 % it costs 800 µs.
   const delta_policy fast(d, {.link_efficiency = 1.0});
   CHECK(fast.decision_score(s, fan::a3) == doctest::Approx(50.0 / 80));
-  // A tensor a prefetch brought back and no op has read (offload_pinned):
-  // Algo 3 evicts it; here it keeps its host copy, leaving by an offload that
-  // copies nothing. Once read, a3 is evicted again (F = 0.219).
-  s.make_offloaded(fan::a3);
-  s.make_resident(fan::a3, true);
-  CHECK(s.in_flight(fan::a3));
-  CHECK(s.has_host_copy(fan::a3));
-  CHECK(policy.direct(s, fan::a3) == release_kind::offload);
-  s.touch(fan::a3);
-  CHECK(policy.direct(s, fan::a3) == release_kind::evict);
+  // A tensor a prefetch brought back and no op has read (offload_pinned): evict.
+  s.make_offloaded(fan::a2);
+  s.make_resident(fan::a2, true);
+  CHECK(s.in_flight(fan::a2));
+  CHECK(s.has_host_copy(fan::a2));
+  CHECK(policy.direct(s, fan::a2) == release_kind::evict);
+  s.touch(fan::a2);
+  CHECK(policy.direct(s, fan::a2) == release_kind::offload);
 }
 
 TEST_CASE("delta: the prefetcher (Algo 4) reloads the latest offload, bounded, under the early-start mark") {

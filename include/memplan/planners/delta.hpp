@@ -47,14 +47,13 @@
 ///   default: at 0.35 c_s is three times what a copy costs here, and `cost`
 ///   turns down offloads that would have helped (U-Net at 0.3 fits only at
 ///   1.0). `--link-efficiency 0.35` restores the paper's factor.
-/// - Algo 3 evicts an offload_pinned tensor. Here its host copy is still
-///   valid, so releasing it as an offload costs no copy (online.hpp), the
-///   churn §4.2 avoids does not arise, and the tensor comes back by a reload
-///   instead of a recompute. Evicting it ran U-Net at 0.3 out of memory
-///   with 8 or 16 prefetches (it fits with 16 so).
-/// - Algo 4's bound n is not given; 16 was measured best among 1-32 on the
-///   DTR logs (LSTM at 0.3: 1.150 with 4, 1.048 with 16; more prefetches
-///   crowd U-Net at 0.3: 1.94 unbounded).
+/// - Tried and not adopted: releasing an offload_pinned tensor by an
+///   offload that keeps its still-valid host copy (Algo 3 evicts it), with
+///   Algo 4's n raised from 4 to 16, ran the DTR logs faster where they swap
+///   (LSTM 0.3: 1.048 against 1.150) but made ResNet-101 on the A100 fail at
+///   batch 3,800-4,200 (a recomputation chain through the residual adds
+///   pinning 77.9 GB), and the largest batch found fell below DTR's. n = 4
+///   was the most robust of 4-16 there and within 0.03 of the best on the logs.
 
 #include <algorithm>
 #include <array>
@@ -81,7 +80,7 @@ class delta_policy {
     filter heuristic = filter::cost;  ///< measured best (docs/results.md); the paper's is base
     double link_efficiency = 1.0;     ///< the simulator's links; §4.1's testbed used 0.35
     double early_start = 0.75;        ///< Algo 1 line 11: fraction of the budget
-    int prefetch = 16;                ///< Algo 4's n, not given in the paper: measured
+    int prefetch = 4;                 ///< Algo 4's n (not given in the paper): measured
   };
 
   delta_policy(const device_spec& dev, settings s) : dev_(&dev), s_(s) {}
@@ -129,10 +128,7 @@ class delta_policy {
   /// Algo 3: evict or offload t.
   [[nodiscard]] runtime::release_kind direct(const runtime::online_state& s, index_t t) const {
     if (!s.recomputable(t)) return runtime::release_kind::offload;  // evict_pinned
-    // offload_pinned: Algo 3 line 4 evicts, to spare a second copy out
-    // (§4.2). Its host copy is still valid, so the runtime's offload
-    // copies nothing; evicting would drop that copy for a recompute.
-    if (s.in_flight(t)) return runtime::release_kind::offload;
+    if (s.in_flight(t)) return runtime::release_kind::evict;        // offload_pinned
     return decision_score(s, t) <= 1 ? runtime::release_kind::evict : runtime::release_kind::offload;
   }
 
