@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""The DTR-log table of docs/results.md: one `memplan compare` per log and
+budget ratio, cell = simulated time / time without eviction, OOM = no
+feasible plan.
+
+    tools/dtr_log_table.py [--memplan build/ci/examples/cli/memplan]
+                           [--corpus ../shared/corpus/dtr-logs] [--planners dtr,delta]
+
+BYTES = ratio x the log's no-eviction peak as the DTR simulator counts it
+(io::dtr_log::refcount_peak, listed below; tests/test_dtr_log.cpp checks
+them against the corpus README).
+"""
+import argparse
+import json
+import pathlib
+import subprocess
+
+PEAKS = {  # prefix: (row label, refcount_peak bytes)
+    "resnet32": ("ResNet-32 (56)", 10061179152),
+    "transformer": ("Transformer (10)", 9864405000),
+    "tv_densenet121": ("DenseNet-121 (84)", 11020749360),
+    "inceptionv4": ("InceptionV4 (64)", 11245348984),
+    "unet": ("U-Net (6)", 8415764640),
+    "lstm": ("LSTM (512)", 5595127736),
+    "treelstm": ("TreeLSTM", 170173608),
+    "unroll_gan": ("Unrolled GAN", 252677418),
+}
+RATIOS = (0.3, 0.5, 0.7, 0.9)
+
+
+def main():
+    a = argparse.ArgumentParser()
+    a.add_argument("--memplan", default="build/ci/examples/cli/memplan")
+    a.add_argument("--corpus", default="../shared/corpus/dtr-logs")
+    a.add_argument("--planners", default="dtr,delta")
+    a.add_argument("--time-limit", default="60")
+    args = a.parse_args()
+    planners = args.planners.split(",")
+    print("| log | ratio | " + " | ".join(f"`{p}`" for p in planners) + " |")
+    print("|---|---|" + "---|" * len(planners))
+    for prefix, (label, peak) in PEAKS.items():
+        log = next(pathlib.Path(args.corpus).glob(prefix + "-*.log"))
+        for i, ratio in enumerate(RATIOS):
+            budget = int(ratio * peak)
+            out = subprocess.run([args.memplan, "compare", "--dtr-log", str(log), "--device", "titan-v",
+                                  "--budget", str(budget), "--planners", args.planners, "--json",
+                                  "--time-limit", args.time_limit], capture_output=True, text=True, check=True)
+            rows = {r["planner"]: r for r in json.loads(out.stdout)["rows"]}
+            cells = [f"{rows[p]['time_s'] / rows[p]['baseline_time_s']:.3f}" if rows[p]["feasible"] else "OOM"
+                     for p in planners]
+            print(f"| {label if i == 0 else ''} | {ratio} | " + " | ".join(cells) + " |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
