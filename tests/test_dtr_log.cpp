@@ -204,7 +204,9 @@ TEST_CASE("dtr log: delta fits wherever dtr does, at or below it") {
       CHECK_MESSAGE(delta > 0, pl.reason);  // feasible on every cell, dtr's two failures included
       if (dtr > 0) CHECK(delta <= dtr * 1.0005);
       for (const cell& f : fixed) {
-        if (std::string_view(c.prefix) == f.prefix && ratio == f.ratio) CHECK(delta == doctest::Approx(f.delta).epsilon(0.002));
+        if (std::string_view(c.prefix) == f.prefix && ratio == f.ratio) {
+          CHECK(delta == doctest::Approx(f.delta).epsilon(0.002));
+        }
       }
     }
   }

@@ -27,7 +27,7 @@
 /// - The paper's three filters are blind to c_r: Eq. 1 picks the largest,
 ///   stalest tensor "ignoring the swapping cost and the recomputation cost"
 ///   (§4.1), and the Director can then only choose how to release it. On
-///   the CNN logs the tensors it evicted cost 10-25 times what DTR's choice
+///   the CNN logs the tensors it evicted cost 11-38 times what DTR's choice
 ///   would have (ResNet-32 at 0.3: 2.45x the op time against DTR's 1.18x).
 ///   `cost` scores each candidate by what the Director will pay for it,
 ///   min(h_r, h_o) = min(c_r, c_s)/(m·s): Eq. 1's m·s, with Eq. 4's two
@@ -37,7 +37,7 @@
 ///   paper's testbed c_r < c_s for the tensors it measured (Table V). But
 ///   the Director offloads exactly the tensors with c_r > c_s, so recomputing
 ///   them on demand pays the larger cost, recursively: a recomputed tensor's
-///   offloaded inputs are recomputed in turn, pinning chains of up to 6,024
+///   offloaded inputs are recomputed in turn, pinning chains of up to 6,825
 ///   recomputes in one step (the Unrolled GAN at 0.5, TreeLSTM and
 ///   InceptionV4 at 0.3 ran out of steps to recompute). `fetch` compares
 ///   c_r now with the reload time and takes the cheaper.
@@ -52,8 +52,10 @@
 ///   Algo 4's n raised from 4 to 16, ran the DTR logs faster where they swap
 ///   (LSTM 0.3: 1.048 against 1.150) but made ResNet-101 on the A100 fail at
 ///   batch 3,800-4,200 (a recomputation chain through the residual adds
-///   pinning 77.9 GB), and the largest batch found fell below DTR's. n = 4
-///   was the most robust of 4-16 there and within 0.03 of the best on the logs.
+///   pinning 77.9 GB), and the largest batch found fell below DTR's. With
+///   Algo 3 as written, n = 4 (the value used so far) keeps ResNet-101's
+///   largest batch at 6,659 (n = 12: 6,514) and is within 0.03 of n = 5-7 on
+///   the logs, where n = 7, 8 and 16 run U-Net at 0.3 out of memory.
 
 #include <algorithm>
 #include <array>
@@ -186,11 +188,12 @@ struct delta_planner {
   /// \throws invalid_argument naming the option and the value.
   [[nodiscard]] static delta_policy::settings read_settings(const planner_options& o) {
     delta_policy::settings s;
-    const std::string_view f = option_text(o, "filter", delta_policy::filter_names[static_cast<std::size_t>(delta_policy::settings{}.heuristic)]);
+    const auto fallback = delta_policy::filter_names[static_cast<std::size_t>(s.heuristic)];
+    const std::string_view f = option_text(o, "filter", fallback);
     std::size_t i = 0;
     while (i < delta_policy::filter_names.size() && delta_policy::filter_names[i] != f) ++i;
-    MEMPLAN_EXPECTS(i < delta_policy::filter_names.size(), invalid_argument, "option '--filter' takes base, lru, greedy or cost, got '",
-                    f, "'");
+    MEMPLAN_EXPECTS(i < delta_policy::filter_names.size(), invalid_argument,
+                    "option '--filter' takes base, lru, greedy or cost, got '", f, "'");
     s.heuristic = static_cast<delta_policy::filter>(i);
     s.link_efficiency = option_number(o, "link-efficiency", s.link_efficiency, 1e-3, 1);
     s.early_start = option_number(o, "early-start", s.early_start, 0, 1);
