@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "memplan/cost/devices.hpp"
 #include "memplan/io/dtr_log.hpp"
@@ -121,27 +122,41 @@ constexpr corpus_log corpus[] = {
     {"lstm", 5.60, 769.5, {}},                 {"unroll_gan", 0.253, 125.5, {}},
 };
 
+std::filesystem::path corpus_dir() { return std::filesystem::path(MEMPLAN_SHARED_DIR) / "corpus" / "dtr-logs"; }
+
+/// Whether the corpus is there; a test without it says so and skips.
+bool corpus_present() {
+  if (std::filesystem::is_directory(corpus_dir())) return true;
+  MESSAGE("skipped: no DTR logs at " << corpus_dir().string());
+  return false;
+}
+
 std::filesystem::path corpus_file(const char* prefix) {
-  const std::filesystem::path dir = std::filesystem::path(MEMPLAN_SHARED_DIR) / "corpus" / "dtr-logs";
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+  for (const auto& e : std::filesystem::directory_iterator(corpus_dir())) {
     if (e.path().filename().string().starts_with(std::string(prefix) + "-")) return e.path();
   }
   return {};
 }
 
+/// The corpus log named by `prefix`, read and compiled.
+struct corpus_case {
+  io::dtr_log log;
+  problem p;
+};
+corpus_case load(const char* prefix) {
+  const auto path = corpus_file(prefix);
+  REQUIRE_FALSE(path.empty());
+  io::dtr_log log = io::read_dtr_log_file(path);
+  problem p = compile(log.graph, log.schedule);
+  return {std::move(log), std::move(p)};
+}
+
 TEST_CASE("dtr log: the corpus, against the DTR simulator") {
-  const std::filesystem::path dir = std::filesystem::path(MEMPLAN_SHARED_DIR) / "corpus" / "dtr-logs";
-  if (!std::filesystem::is_directory(dir)) {
-    MESSAGE("skipped: no DTR logs at " << dir.string());
-    return;
-  }
+  if (!corpus_present()) return;
   const device_spec titan_v = find_device("titan-v");
   for (const corpus_log& c : corpus) {
-    const auto path = corpus_file(c.prefix);
     INFO(c.prefix);
-    REQUIRE_FALSE(path.empty());
-    const io::dtr_log log = io::read_dtr_log_file(path);
-    const problem p = compile(log.graph, log.schedule);
+    const auto [log, p] = load(c.prefix);
     // Within 1 % of the DTR simulator's replay (the README's claim).
     CHECK(static_cast<double>(log.refcount_peak) / 1e9 == doctest::Approx(c.peak_gb).epsilon(0.01));
     CHECK(p.baseline_time_us() / 1e3 == doctest::Approx(c.time_ms).epsilon(0.01));
@@ -165,11 +180,7 @@ TEST_CASE("dtr log: the corpus, against the DTR simulator") {
 }
 
 TEST_CASE("dtr log: delta fits wherever dtr does, at or below it") {
-  const std::filesystem::path dir = std::filesystem::path(MEMPLAN_SHARED_DIR) / "corpus" / "dtr-logs";
-  if (!std::filesystem::is_directory(dir)) {
-    MESSAGE("skipped: no DTR logs at " << dir.string());
-    return;
-  }
+  if (!corpus_present()) return;
   const device_spec titan_v = find_device("titan-v");
   // delta's compute-time ratio where the paper's Filter and §5.5 failed:
   // out of memory (rematerialisation thrashing: 1,258 to 6,825 recomputes
@@ -191,10 +202,7 @@ TEST_CASE("dtr log: delta fits wherever dtr does, at or below it") {
     return r.feasible ? r.time_us / p.baseline_time_us() : -1.0;
   };
   for (const corpus_log& c : corpus) {
-    const auto path = corpus_file(c.prefix);
-    REQUIRE_FALSE(path.empty());
-    const io::dtr_log log = io::read_dtr_log_file(path);
-    const problem p = compile(log.graph, log.schedule);
+    const auto [log, p] = load(c.prefix);
     for (const double ratio : {0.3, 0.5, 0.7, 0.9}) {
       INFO(c.prefix, " at ", ratio);
       const auto budget = static_cast<bytes_t>(ratio * static_cast<double>(log.refcount_peak));
