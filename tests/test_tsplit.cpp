@@ -4,8 +4,11 @@
 // 1 B/µs links without latency, so a copy of N bytes takes N µs.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <limits>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "memplan/cost/devices.hpp"
@@ -156,6 +159,71 @@ TEST_CASE("Eq. 4: the recompute set grows when an input is itself recomputed") {
   CHECK(a.memory() == 600);
   // Now s1 is off the device at step 6 too: I = {f2, f1}, as {Op1, Op2} in §IV-B.
   CHECK(a.cost(fig7::s2, option::recompute).delta_t == 200);
+}
+
+// Algo 2 line 7 as written: cost every tensor, oldest first, swap before
+// recompute, and keep the first of the smallest ΔT/ΔM.
+candidate scan_every_tensor(algo2& walk, const problem& p) {
+  std::vector<index_t> order(p.num_tensors());
+  for (std::size_t t = 0; t < order.size(); ++t) order[t] = static_cast<index_t>(t);
+  std::ranges::stable_sort(order, {}, [&](index_t t) { return p.live_begin(t); });
+  candidate best;
+  for (const index_t t : order) {
+    for (const option how : {option::swap, option::recompute}) {
+      const candidate c = walk.cost(t, how);
+      if (c.better_than(best)) best = c;
+    }
+  }
+  return best;
+}
+
+TEST_CASE("Algo 2 line 7: the candidate index picks what costing every tensor picks") {
+  // detail/tsplit_candidates.hpp visits candidates by a lower bound and
+  // stops early; at every decision of these walks its pick must be the
+  // scan's: the same tensor and option, ΔT and ΔM. A delay or split option
+  // (not in the scan) must beat the scan's pick outright.
+  const device_spec titan = find_device("titan-rtx");
+  int free = 0;
+  int costly = 0;
+  int other = 0;
+  for (const auto& [name, layers] : {std::pair{"resnet50", 0}, std::pair{"transformer", 0}, std::pair{"gpt2", 24}}) {
+    model::options o;
+    o.batch = std::string_view(name) == "gpt2" ? 1 : 32;
+    o.layers = layers;
+    const problem p = compile(model::build(name, o, titan));
+    for (const double share : {0.7, 0.4}) {
+      for (const bool split : {false, true}) {
+        CAPTURE(std::string(name));
+        CAPTURE(share);
+        CAPTURE(split);
+        algo2 walk(p, titan, static_cast<bytes_t>(share * static_cast<double>(p.baseline_peak())), split);
+        for (std::size_t s = 0; s < p.num_steps(); ++s) {
+          walk.advance();
+          while (walk.memory() > static_cast<bytes_t>(share * static_cast<double>(p.baseline_peak()))) {
+            const candidate c = walk.best();
+            if (!c.valid()) break;
+            const candidate scan = scan_every_tensor(walk, p);
+            if (c.delay || c.split.parts > 1) {
+              CHECK(c.better_than(scan));
+              ++other;
+            } else {
+              REQUIRE(scan.valid());
+              CHECK(c.what.tensor == scan.what.tensor);
+              CHECK(c.what.how == scan.what.how);
+              CHECK(c.delta_t == scan.delta_t);
+              CHECK(c.delta_m == scan.delta_m);
+              ++(c.delta_t == 0 ? free : costly);
+            }
+            walk.apply(c);
+          }
+        }
+      }
+    }
+  }
+  // Both ways the index ends a search were taken, many times.
+  CHECK(free > 100);
+  CHECK(costly > 100);
+  MESSAGE("decisions checked: ", free, " free, ", costly, " costly, ", other, " delay or split");
 }
 
 TEST_CASE("tsplit-nosplit on Fig. 7: a feasible plan that the validator accepts") {

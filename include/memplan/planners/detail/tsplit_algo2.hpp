@@ -27,12 +27,11 @@
 #include "memplan/cost/device.hpp"
 #include "memplan/cost/split.hpp"
 #include "memplan/plan.hpp"
+#include "memplan/planners/detail/tsplit_candidates.hpp"
 #include "memplan/planners/detail/tsplit_cost.hpp"
 #include "memplan/problem.hpp"
 
 namespace memplan::detail::tsplit {
-
-enum class option : std::uint8_t { swap, recompute };
 
 /// One decision of Algo 2: tensor `tensor` is off the device after step
 /// `from` until it is swapped in from step `prefetch` on, or recomputed just
@@ -83,7 +82,7 @@ class algo2 {
       : p_(&p), dev_(&dev), budget_(budget), split_(split), base_(p.baseline_memory()),
         starts_(p.num_steps() + 1, 0), ends_(p.num_steps() + 1, 0), split_of_(p.num_steps(), no_index),
         parts_of_(p.num_tensors(), 1),
-        out_(p.time_us), in_(p.time_us), cursor_(p.num_tensors(), 0), relink_at_(p.num_steps()),
+        out_(p.time_us), in_(p.time_us), cursor_(p.num_tensors(), 0), live_(p, dev), relink_at_(p.num_steps()),
         returning_at_(p.num_steps()),
         last_eviction_(p.num_tensors(), no_index), made_(p.producer), step_stamp_(p.num_steps(), 0) {
     // Inputs without a producer are live from step 0.
@@ -140,17 +139,27 @@ class algo2 {
   }
 
   /// Algo 2 line 7: the (tensor, option) with the smallest ΔT/ΔM among the
-  /// live tensors not read by the current op, oldest first on ties.
+  /// live tensors not read by the current op, oldest first on ties (then
+  /// swap before recompute). The index offers the pairs cheapest bound
+  /// first and stops where no pair left can match the best.
   [[nodiscard]] candidate best() {
     candidate best;
-    for (const std::uint64_t key : live_) {
-      const auto t = static_cast<index_t>(key & 0xffffffffU);
-      for (const option how : {option::swap, option::recompute}) {
-        const candidate c = cost(t, how, best);
-        if (c.better_than(best)) best = c;
+    const auto best_ratio = [&] {
+      return best.valid() ? best.delta_t / static_cast<double>(best.delta_m) : std::numeric_limits<double>::infinity();
+    };
+    const auto earlier = [&](index_t t, option how) {
+      const std::uint64_t k = key(t);
+      const std::uint64_t b = key(best.what.tensor);
+      return k < b || (k == b && how < best.what.how);
+    };
+    live_.visit(out_, step_, best_ratio, [&](index_t t, option how) {
+      if (best.valid() && best.delta_t == 0 && !earlier(t, how)) {  // it can at most tie a free option
+        return p_->live_begin(t) <= p_->live_begin(best.what.tensor);
       }
-      if (best.valid() && best.delta_t == 0) break;  // nothing beats a free option
-    }
+      const candidate c = cost(t, how, best);
+      if (c.better_than(best) || (c.valid() && !best.better_than(c) && earlier(t, how))) best = c;
+      return true;
+    });
     // Eq. 3 asks M_k + size(s_j) <= M over the swap-in's window [p, q]: a
     // swap-in that has started before this bottleneck may start after it.
     for (const std::uint64_t key : returning_) {
@@ -429,8 +438,8 @@ class algo2 {
   [[nodiscard]] std::uint64_t key(index_t t) const {
     return (static_cast<std::uint64_t>(p_->live_begin(t)) << 32) | static_cast<std::uint32_t>(t);
   }
-  void link(index_t t) { live_.insert(key(t)); }
-  void unlink(index_t t) { live_.erase(key(t)); }
+  void link(index_t t) { live_.insert(t, made_[static_cast<std::size_t>(t)]); }
+  void unlink(index_t t) { live_.erase(t); }
 
   const problem* p_;
   const device_spec* dev_;
@@ -448,7 +457,7 @@ class algo2 {
   link_occupancy in_;          ///< Oc_u of the h2d direction
   index_t step_ = -1;
   std::vector<std::size_t> cursor_;  ///< per tensor: its first use at or after the current step
-  std::set<std::uint64_t> live_;  ///< the candidates: live, not persistent, not evicted now
+  candidate_index live_;  ///< the candidates: live, not persistent, not evicted now
   std::vector<std::vector<index_t>> relink_at_;  ///< per step: evicted tensors whose gap ends there
   std::set<std::uint64_t> returning_;  ///< swapped out, and their swap-in has started
   std::vector<std::vector<index_t>> returning_at_;  ///< per step: swap-ins that start there
