@@ -4,6 +4,7 @@
 // name the failed action and give every byte back.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstddef>
@@ -11,6 +12,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "executor_checks.hpp"
@@ -19,6 +21,7 @@
 #include "memplan/host/device.hpp"
 #include "memplan/planners/registry.hpp"
 #include "memplan/runtime/executor.hpp"
+#include "memplan/sim/simulator.hpp"
 #include "memplan/sim/validator.hpp"
 #include "sim_fixtures.hpp"
 
@@ -151,6 +154,91 @@ TEST_CASE("executor: split ops get parts and one part's workspace; a recompute l
   CHECK(seen[2].parts == 3);
   CHECK(seen[2].workspace == nullptr);
   CHECK(seen[3].workspace_bytes == 256);  // matmul2, 2 parts
+}
+
+namespace {
+
+/// A hand plan of micro-ops on the two-layer chain (batch 8, width 32: each
+/// sample tensor is 8 rows of 128 B) that takes every path of plan.hpp's
+/// micro-tensor contract: micro-ops reading views of whole tensors and
+/// making micro-tensors, micro frees and swaps, a whole op reading a tensor
+/// held as micro-tensors (merge), an in-place split, micro swap-ins from a
+/// whole host copy, micro-ops of 2 reading micro-tensors of 4, and a weight
+/// gradient summed by micro-ops.
+plan micro_plan(const problem& p, bytes_t budget) {
+  const auto tensor = [&](std::string_view name) {
+    return static_cast<index_t>(std::ranges::find(p.tensor_name, name) - p.tensor_name.begin());
+  };
+  const index_t x = tensor("x"), z1 = tensor("z1"), r1 = tensor("r1"), r2 = tensor("r2");
+  plan_builder b(p, "micro", budget);
+  b.compute(0, 2, 0);  // matmul1: x whole, read as views of rows 0-3 and 4-7; z1 as 2 micro-tensors
+  b.compute(0, 2, 1);
+  b.compute(1, 2, 0);  // relu1 on z1's micro-tensor 0, which then goes
+  b.free(z1, 2, 0);
+  b.compute(1, 2, 1);
+  b.free(z1, 2, 1);
+  b.compute(2);                  // matmul2 reads r1 whole from its 2 micro-tensors: a merge
+  b.swap_out(r1, 2, 0);          // r1 leaves micro-tensor by micro-tensor
+  b.swap_out(r1, 2, 1);
+  b.swap_out(x, 2, 1);           // x (whole) is split in place; its second half leaves
+  b.compute(3);                  // relu2
+  b.compute(4);                  // loss reads r2 whole
+  b.swap_out(r2);                // r2 leaves whole ...
+  for (index_t k = 0; k < 4; ++k) {
+    b.swap_in(r2, 4, k);         // ... and comes back as 4 micro-tensors from the whole host copy
+    b.compute(5, 4, k);          // relu_grad2: g_out (whole) viewed, gz2 made as 4 micro-tensors
+  }
+  b.swap_in(r1, 2, 0);
+  b.swap_in(r1, 2, 1);
+  b.compute(6, 2, 0);  // matmul_grad_w2 in 2 micro-ops: gz2's micro-tensors 0-1, then 2-3; gw2 summed
+  b.compute(6, 2, 1);
+  b.compute(7);        // matmul_grad_x2 reads gz2 whole: 4 pieces
+  b.compute(8);        // relu_grad1 reads r1 whole: 2 pieces
+  b.swap_in(x, 2, 1);
+  b.compute(9, 2, 0);  // matmul_grad_w1 on x's micro-tensors: the half split in place, the half swapped back
+  b.compute(9, 2, 1);
+  for (index_t s = 10; s < static_cast<index_t>(p.num_steps()); ++s) b.compute(s);
+  return std::move(b).finish();
+}
+
+index_t micro_actions(const plan& pl) {
+  return static_cast<index_t>(std::ranges::count_if(pl.actions, [](const action& a) { return a.part != no_index; }));
+}
+
+}  // namespace
+
+TEST_CASE("executor: micro-ops, micro-tensors, in-place split and merge give the reference numbers within budget") {
+  const auto w = example::make_float_workload(2, false);
+  const problem& p = w.p;
+  REQUIRE(p.num_steps() == 13);
+  REQUIRE(p.bytes[0] == 1024);
+  const plan loose = micro_plan(p, 1 << 20);
+  const validation v = validate(p, loose, test::byte_per_us_device(), 1 << 20);
+  REQUIRE_MESSAGE(v.ok, (v.errors.empty() ? std::string() : v.errors.front()));
+  const report r = simulator().run(p, loose, test::byte_per_us_device(), 1 << 20);
+  REQUIRE(r.feasible);
+  // The budget is the simulated peak itself: the arena must hold the plan in
+  // exactly the bytes the simulator counts (every block here is a multiple
+  // of 64 B, so micro-tensors' rounding adds nothing).
+  const bytes_t budget = r.peak_bytes;
+  const plan pl = micro_plan(p, budget);
+  REQUIRE(validate(p, pl, test::byte_per_us_device(), budget).ok);
+  // 2 + 2 + 4 + 2 + 2 micro-ops, 2 micro frees, 3 micro swap-outs, 7 micro swap-ins.
+  CHECK(micro_actions(pl) == 24);
+  const auto stats = run_checked(w, pl, budget);
+  MESSAGE("micro plan: ", stats.micro_actions, " micro actions, ", stats.splits_in_place, " in-place split, ",
+          stats.compactions, " compactions; arena peak ", stats.arena_peak_bytes, " B, plan-counted peak ",
+          stats.peak_bytes, " B, budget (simulated peak) ", budget, " B, unplanned peak ", p.baseline_peak(), " B");
+  CHECK(stats.micro_actions == 24);
+  CHECK(stats.splits_in_place == 1);
+  CHECK(stats.ops_run == 20);  // 13 steps, 5 of them as 12 micro-ops
+  // Swapped: r1 as 2 x 512 B, x's second half 512 B, r2 whole 1024 B; back:
+  // r2 as 4 x 256 B, r1 as 2 x 512 B, x's half 512 B.
+  CHECK(stats.swapped_out_bytes == 2560);
+  CHECK(stats.swapped_in_bytes == 2560);
+  CHECK(budget == 20480);  // the parameters' update at the end: w1, w2, gw1, gw2, w1_new (4 KiB each)
+  CHECK(stats.arena_peak_bytes <= budget);
+  CHECK(stats.peak_bytes <= budget);
 }
 
 TEST_CASE("executor: every registered planner, several budgets, chain and residual: bit-identical, within budget") {
@@ -298,6 +386,72 @@ TEST_CASE("executor faults: a throwing op or copy names the action, and every by
                          "plan: action 0 (compute 'relu1') reads tensor 'z1', which is not on the device",
                          invalid_argument);
   }
+}
+
+TEST_CASE("executor faults: a throwing micro-op names the action and its part; every micro-tensor comes back") {
+  const auto w = example::make_float_workload(2, false);
+  const plan pl = micro_plan(w.p, 20480);
+  REQUIRE(validate(w.p, pl, test::byte_per_us_device(), 20480).ok);
+  const bytes_t pinned = runtime::layout_of(w.p, pl).pinned_peak;
+  // Micro-op 1 of matmul_grad_w2 (step 6) fails: by then x is split in
+  // place, r1 and r2 are micro-tensors back from the host, gz2 is 4
+  // micro-tensors and the host holds micro copies.
+  index_t failing = no_index;
+  for (std::size_t a = 0; a < pl.actions.size(); ++a) {
+    if (pl.actions[a].kind == action_kind::compute && pl.actions[a].step == 6 && pl.actions[a].part == 1) {
+      failing = static_cast<index_t>(a);
+    }
+  }
+  REQUIRE(failing != no_index);
+  host::device dev({.arena_bytes = 20480, .pinned_bytes = pinned, .before_copy = {}});
+  executor<host::device> ex(dev, w.p, pl);
+  std::atomic<int> ran{0};
+  auto op = [&](const op_call& call, host::stream_view) {
+    if (call.step == 6 && call.part == 1) throw std::runtime_error("kernel exploded");
+    example::run_float_op(w, call);
+    ++ran;
+  };
+  try {
+    (void)ex.run(op, loader(w));
+    FAIL("run did not throw");
+  } catch (const runtime::action_failed& e) {
+    CHECK(e.action == failing);
+    CHECK(std::string(e.what()) == "executor: action " + std::to_string(failing) +
+                                       " (compute 'matmul_grad_w2', part 1 of 2) failed: kernel exploded");
+  }
+  CHECK(ran.load() == 12);  // the ops before it: matmul1 2, relu1 2, matmul2, relu2, loss, relu_grad2 4, micro-op 0
+  CHECK(dev.arena().in_use() == 0);
+  CHECK(dev.pinned().in_use() == 0);
+  // The executor is reusable: a clean run afterwards is right.
+  test::integrity check(pl.actions.size());
+  const auto stats = ex.run(checked_op(w, check), loader(w));
+  CHECK(check.total() == 0);
+  CHECK(stats.micro_actions == 24);
+  ex.release();
+  CHECK(dev.arena().in_use() == 0);
+}
+
+TEST_CASE("arena: a block's sub-ranges go back one by one; finer blocks keep their alignment") {
+  runtime::arena a(1024);
+  const auto whole = a.allocate(1000);  // a 1024 B footprint
+  REQUIRE(whole);
+  CHECK(*whole == 0);
+  // Split in place into 4 micro-tensors of 250 B: [0, 250) ... [750, 1024) with the padding.
+  a.deallocate_extent(250, 250);  // micro-tensor 1 goes
+  CHECK(a.in_use() == 774);
+  CHECK(a.largest_hole() == 250);
+  CHECK_FALSE(a.allocate(256));  // no 256-aligned 256 B run: [256, 500) is too short
+  const auto piece = a.allocate_extent(192, runtime::micro_alignment);  // 64-aligned: [256, 448)
+  REQUIRE(piece);
+  CHECK(*piece == 256);
+  CHECK(a.in_use() == 966);
+  a.deallocate_extent(0, 250);
+  a.deallocate_extent(*piece, 192);
+  a.deallocate_extent(500, 250);
+  a.deallocate_extent(750, 274);
+  CHECK(a.in_use() == 0);
+  CHECK(a.largest_hole() == 1024);  // every hole merged again
+  CHECK(a.peak() == 1024);
 }
 
 TEST_CASE("ordered_pool: a block comes back only after its events; compaction packs live blocks") {

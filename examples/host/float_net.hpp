@@ -8,7 +8,10 @@
 // every planned run must match bit for bit (tests/test_executor.cpp) and
 // the trainer (train.cpp) prints. Ops honour `parts` by computing their
 // output rows in that many row blocks, and use their workspace as scratch,
-// so a workspace overlapping a live tensor would corrupt results.
+// so a workspace overlapping a live tensor would corrupt results. A
+// micro-op (op_call::part >= 0) computes the rows of its batch slice: it
+// reads and writes the rows of its regions, wherever their pieces lie, and
+// adds its share to a whole output (a weight gradient) that micro-op 0 made.
 
 #include <algorithm>
 #include <cstddef>
@@ -18,7 +21,9 @@
 #include <string>
 #include <vector>
 
+#include "memplan/error.hpp"
 #include "memplan/graph/graph.hpp"
+#include "memplan/plan.hpp"
 #include "memplan/problem.hpp"
 #include "memplan/runtime/executor.hpp"
 
@@ -68,10 +73,18 @@ inline index_t add_op(float_workload& w, std::string name, float_op k, std::vect
                      .recomputable = ph == phase::forward, .split_dims = {0}});
 }
 
-/// The reference op: output rows [row_begin, row_end) of `out`, using
-/// `scratch` (at least `width` floats, or none) for each row on its way.
-inline void compute(const float_workload& w, float_op k, std::span<const float* const> in, float* out, int row_begin,
-                    int row_end, float* scratch, std::size_t scratch_floats) {
+/// A matrix as pointers to its rows (`width` floats each): a whole tensor,
+/// or the rows of a region of one, wherever its pieces lie.
+using rows = std::vector<float*>;
+
+/// The reference op: rows [row_begin, row_end) of `out`, using `scratch`
+/// (at least `width` floats, or none) for each row on its way. Row indices
+/// are those of the tables: a micro-op passes its batch slice. `accumulate`:
+/// add to what `out` holds (a later micro-op's share of a weight gradient),
+/// continuing the reference's sum in the same order, so the result is the
+/// same to the bit.
+inline void compute(const float_workload& w, float_op k, std::span<const rows> in, const rows& out, int row_begin,
+                    int row_end, bool accumulate, float* scratch, std::size_t scratch_floats) {
   const int d = w.width;
   const auto n = static_cast<std::size_t>(d);
   std::vector<float> row_buffer;
@@ -80,31 +93,56 @@ inline void compute(const float_workload& w, float_op k, std::span<const float* 
     row_buffer.resize(n);
     row = row_buffer.data();
   }
-  const int inner = k == float_op::matmul_grad_w ? w.batch : d;
+  const auto at = [](const rows& m, int r) { return m[static_cast<std::size_t>(r)]; };
+  const int inner = k == float_op::matmul_grad_w ? static_cast<int>(in[0].size()) : d;
   for (int r = row_begin; r < row_end; ++r) {
     for (int c = 0; c < d; ++c) {
-      const auto i = static_cast<std::size_t>(r) * n + static_cast<std::size_t>(c);
-      float v = 0;
+      float v = accumulate ? at(out, r)[c] : 0.0f;
       switch (k) {
         case float_op::matmul:
-          for (int j = 0; j < inner; ++j) v += in[0][r * d + j] * in[1][j * d + c];
+          for (int j = 0; j < inner; ++j) v += at(in[0], r)[j] * at(in[1], j)[c];
           break;
         case float_op::matmul_grad_x:
-          for (int j = 0; j < inner; ++j) v += in[0][r * d + j] * in[1][c * d + j];
+          for (int j = 0; j < inner; ++j) v += at(in[0], r)[j] * at(in[1], c)[j];
           break;
         case float_op::matmul_grad_w:
-          for (int j = 0; j < inner; ++j) v += in[0][j * d + r] * in[1][j * d + c];
+          for (int j = 0; j < inner; ++j) v += at(in[0], j)[r] * at(in[1], j)[c];
           break;
-        case float_op::relu: v = std::max(in[0][i], 0.0f); break;
-        case float_op::relu_grad: v = in[1][i] > 0 ? in[0][i] : 0.0f; break;
-        case float_op::add: v = in[0][i] + in[1][i]; break;
-        case float_op::loss_grad: v = in[0][i] - in[1][i]; break;
-        case float_op::sgd: v = in[0][i] - 0.01f * in[1][i]; break;
+        case float_op::relu: v = std::max(at(in[0], r)[c], 0.0f); break;
+        case float_op::relu_grad: v = at(in[1], r)[c] > 0 ? at(in[0], r)[c] : 0.0f; break;
+        case float_op::add: v = at(in[0], r)[c] + at(in[1], r)[c]; break;
+        case float_op::loss_grad: v = at(in[0], r)[c] - at(in[1], r)[c]; break;
+        case float_op::sgd: v = at(in[0], r)[c] - 0.01f * at(in[1], r)[c]; break;
       }
       row[c] = v;
     }
-    std::memcpy(out + static_cast<std::size_t>(r) * n, row, n * sizeof(float));
+    std::memcpy(at(out, r), row, n * sizeof(float));
   }
+}
+
+/// The rows of a contiguous matrix.
+inline rows rows_of(const float_workload& w, float* data, int count) {
+  rows out(static_cast<std::size_t>(count));
+  for (int r = 0; r < count; ++r) out[static_cast<std::size_t>(r)] = data + static_cast<std::size_t>(r) * w.width;
+  return out;
+}
+
+/// The rows of a region. Micro-tensors split the batch dimension, so a
+/// region holds whole rows when `parts` divides the batch; otherwise a row
+/// would straddle two micro-tensors and this op cannot run on it.
+/// \throws invalid_argument if a row is cut.
+inline rows rows_of(const float_workload& w, const runtime::region& region) {
+  const bytes_t row_bytes = static_cast<bytes_t>(w.width) * 4;
+  MEMPLAN_EXPECTS(region.offset % row_bytes == 0 && region.bytes % row_bytes == 0, invalid_argument,
+                  "float op: bytes [", region.offset, ", ", region.offset + region.bytes, ") are not whole rows of ",
+                  row_bytes, " bytes");
+  rows out;
+  for (const runtime::piece& piece : region.pieces) {
+    MEMPLAN_EXPECTS(piece.bytes % row_bytes == 0, invalid_argument, "float op: a piece of ", piece.bytes,
+                    " bytes cuts a row of ", row_bytes, " bytes");
+    for (bytes_t b = 0; b < piece.bytes; b += row_bytes) out.push_back(static_cast<float*>(piece.address) + b / 4);
+  }
+  return out;
 }
 
 }  // namespace detail_workload
@@ -177,28 +215,39 @@ inline float_workload make_float_workload(int layers, bool residual, int batch =
     }
   }
   for (std::size_t s = 0; s < w.p.num_steps(); ++s) {
-    std::vector<const float*> in;
-    for (const index_t t : w.p.inputs(static_cast<index_t>(s))) in.push_back(w.values[static_cast<std::size_t>(t)].data());
+    std::vector<rows> in;
+    for (const index_t t : w.p.inputs(static_cast<index_t>(s))) {
+      in.push_back(rows_of(w, w.values[static_cast<std::size_t>(t)].data(), w.rows(t)));
+    }
     const index_t out = w.p.outputs(static_cast<index_t>(s))[0];
-    compute(w, w.kind[static_cast<std::size_t>(w.p.op[s])], in, w.values[static_cast<std::size_t>(out)].data(), 0,
-            w.rows(out), nullptr, 0);
+    compute(w, w.kind[static_cast<std::size_t>(w.p.op[s])], in,
+            rows_of(w, w.values[static_cast<std::size_t>(out)].data(), w.rows(out)), 0, w.rows(out), false, nullptr, 0);
   }
   return w;
 }
 
-/// Runs `call` of the workload on host-addressable buffers: its output rows in
-/// `call.parts` blocks, each through the workspace.
-inline void run_float_op(const float_workload& w, const runtime::op_call& call) {
-  std::vector<const float*> in;
-  for (void* a : call.inputs) in.push_back(static_cast<const float*>(a));
+/// Whether micro-op `call` adds its share to its output instead of making it:
+/// a later micro-op's whole output (the weight gradient, summed over the batch).
+inline bool accumulates(const float_workload& w, const runtime::op_call& call) {
   const index_t out = w.p.outputs(call.step)[0];
+  return call.part > 0 && !splits_with_batch(w.p.kind[static_cast<std::size_t>(out)]);
+}
+
+/// Runs `call` of the workload on host-addressable buffers: a whole op's
+/// output rows in `call.parts` blocks, or micro-op `call.part`'s rows, each
+/// through the workspace.
+inline void run_float_op(const float_workload& w, const runtime::op_call& call) {
   if (call.outputs[0] == nullptr) return;  // a recompute that finds it on the device
+  std::vector<detail_workload::rows> in;
+  for (const runtime::region& r : call.input_regions) in.push_back(detail_workload::rows_of(w, r));
+  const detail_workload::rows out = detail_workload::rows_of(w, call.output_regions[0]);
   auto* scratch = static_cast<float*>(call.workspace);
   if (scratch != nullptr) std::memset(scratch, 0xAB, static_cast<std::size_t>(call.workspace_bytes));
-  const int rows = w.rows(out);
-  for (int part = 0; part < call.parts; ++part) {
-    detail_workload::compute(w, w.kind[static_cast<std::size_t>(call.op)], in, static_cast<float*>(call.outputs[0]),
-                             rows * part / call.parts, rows * (part + 1) / call.parts, scratch,
+  const int count = static_cast<int>(out.size());
+  const int blocks = call.part == no_index ? static_cast<int>(call.parts) : 1;
+  for (int block = 0; block < blocks; ++block) {
+    detail_workload::compute(w, w.kind[static_cast<std::size_t>(call.op)], in, out, count * block / blocks,
+                             count * (block + 1) / blocks, accumulates(w, call), scratch,
                              static_cast<std::size_t>(call.workspace_bytes) / sizeof(float));
   }
 }
@@ -207,6 +256,17 @@ inline void run_float_op(const float_workload& w, const runtime::op_call& call) 
 inline bool matches(const float_workload& w, index_t t, const void* address) {
   const auto& ref = w.values[static_cast<std::size_t>(t)];
   return std::memcmp(ref.data(), address, ref.size() * sizeof(float)) == 0;
+}
+
+/// Whether `region`'s pieces hold tensor t's reference bytes of that region.
+inline bool matches(const float_workload& w, index_t t, const runtime::region& region) {
+  const auto* ref = reinterpret_cast<const std::byte*>(w.values[static_cast<std::size_t>(t)].data()) + region.offset;
+  bytes_t seen = 0;
+  for (const runtime::piece& piece : region.pieces) {
+    if (std::memcmp(ref + seen, piece.address, static_cast<std::size_t>(piece.bytes)) != 0) return false;
+    seen += piece.bytes;
+  }
+  return seen == region.bytes;
 }
 
 }  // namespace memplan::example

@@ -71,16 +71,14 @@ double step(const example::float_workload& w, const plan& pl, bytes_t budget, st
             runtime::run_stats& stats) {
   host::device dev({.arena_bytes = budget, .pinned_bytes = runtime::layout_of(w.p, pl).pinned_peak, .before_copy = {}});
   runtime::executor ex(dev, w.p, pl);
-  double loss = 0;  // written by the loss op on the compute stream, read after run()
+  double sum = 0;  // of g², written by the loss op (or its micro-ops) on the compute stream, read after run()
   stats = ex.run(
       [&](const runtime::op_call& call, host::stream_view) {
         example::run_float_op(w, call);
         if (w.kind[static_cast<std::size_t>(call.op)] == example::float_op::loss_grad && !call.recompute) {
-          const auto* g = static_cast<const float*>(call.outputs[0]);
-          const std::size_t n = static_cast<std::size_t>(w.batch) * static_cast<std::size_t>(w.width);
-          double sum = 0;
+          const auto* g = static_cast<const float*>(call.outputs[0]);  // an output is one piece
+          const auto n = static_cast<std::size_t>(call.output_regions[0].bytes) / sizeof(float);
           for (std::size_t i = 0; i < n; ++i) sum += static_cast<double>(g[i]) * g[i];
-          loss = 0.5 * sum / static_cast<double>(n);
         }
       },
       [&](index_t t, void* address, host::stream_view) {
@@ -91,7 +89,7 @@ double step(const example::float_workload& w, const plan& pl, bytes_t budget, st
     auto& weight = state[static_cast<std::size_t>(w.weights[l])];
     ex.read(w.updated[l], std::as_writable_bytes(std::span(weight)));
   }
-  return loss;
+  return 0.5 * sum / (static_cast<double>(w.batch) * w.width);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <span>
 #include <stdexcept>
 #include <vector>
 
@@ -39,12 +40,16 @@ struct pinned_free {
   void operator()(std::byte* p) const noexcept { MEMPLAN_CUDA_ASSERT_OK(cudaFreeHost(p)); }
 };
 
-/// One op call staged through pinned host memory.
+/// One op call staged through pinned host memory: each region's bytes (all
+/// its pieces, in order) in one staging run, so the staged call's regions
+/// are one piece each.
 struct staged {
   const example::float_workload* w = nullptr;
   test::integrity* check = nullptr;
   runtime::op_call call;
   std::vector<void*> in, out;
+  std::vector<runtime::piece> pieces;
+  std::vector<runtime::region> in_regions, out_regions;
   std::unique_ptr<std::byte, pinned_free> memory;
 
   static void CUDART_CB run(void* self) {
@@ -67,32 +72,48 @@ struct cuda_backend {
       s->w = &w;
       s->check = &check;
       s->call = call;
-      const auto ins = w.p.inputs(call.step);
-      const auto outs = w.p.outputs(call.step);
       bytes_t total = call.workspace_bytes;
-      for (const index_t t : ins) total += w.p.bytes[static_cast<std::size_t>(t)];
-      for (const index_t t : outs) total += w.p.bytes[static_cast<std::size_t>(t)];
+      for (const runtime::region& r : call.input_regions) total += r.bytes;
+      for (const runtime::region& r : call.output_regions) total += r.bytes;
       std::byte* base = nullptr;
       MEMPLAN_CUDA_TRY(cudaHostAlloc(reinterpret_cast<void**>(&base), static_cast<std::size_t>(total) + 1, 0));
       s->memory.reset(base);
-      for (std::size_t i = 0; i < ins.size(); ++i) {
-        const auto n = static_cast<std::size_t>(w.p.bytes[static_cast<std::size_t>(ins[i])]);
-        s->in.push_back(base);
-        MEMPLAN_CUDA_TRY(cudaMemcpyAsync(base, call.inputs[i], n, cudaMemcpyDeviceToHost, v));
-        base += n;
-      }
-      for (std::size_t i = 0; i < outs.size(); ++i) {
-        s->out.push_back(call.outputs[i] == nullptr ? nullptr : base);
-        base += w.p.bytes[static_cast<std::size_t>(outs[i])];
+      const std::size_t n = call.input_regions.size() + call.output_regions.size();
+      s->pieces.reserve(n);  // the regions' spans point into it: no reallocation
+      const auto stage = [&](const runtime::region& r, bool output) {
+        const bool leave = r.pieces.empty();  // an output the op leaves alone
+        s->pieces.push_back({leave ? nullptr : base, r.bytes});
+        const std::span<const runtime::piece> one(leave ? nullptr : &s->pieces.back(), leave ? 0 : 1);
+        (output ? s->out_regions : s->in_regions).push_back({r.offset, r.bytes, one});
+        (output ? s->out : s->in).push_back(leave ? nullptr : base);
+        if (!output) {
+          std::byte* to = base;
+          for (const runtime::piece& p : r.pieces) {
+            MEMPLAN_CUDA_TRY(cudaMemcpyAsync(to, p.address, static_cast<std::size_t>(p.bytes), cudaMemcpyDeviceToHost, v));
+            to += p.bytes;
+          }
+        }
+        base += r.bytes;
+      };
+      for (const runtime::region& r : call.input_regions) stage(r, false);
+      for (const runtime::region& r : call.output_regions) stage(r, true);
+      // A later micro-op adds to the weight gradient it writes: stage what it holds.
+      for (std::size_t i = 0; i < call.output_regions.size(); ++i) {
+        const runtime::region& r = call.output_regions[i];
+        if (call.outputs[i] == nullptr || !example::accumulates(w, call)) continue;
+        MEMPLAN_CUDA_TRY(cudaMemcpyAsync(s->out[i], call.outputs[i], static_cast<std::size_t>(r.bytes),
+                                         cudaMemcpyDeviceToHost, v));
       }
       s->call.inputs = s->in;
       s->call.outputs = s->out;
+      s->call.input_regions = s->in_regions;
+      s->call.output_regions = s->out_regions;
       s->call.workspace = call.workspace == nullptr ? nullptr : base;
       MEMPLAN_CUDA_TRY(cudaLaunchHostFunc(v, &staged::run, s.get()));
-      for (std::size_t i = 0; i < outs.size(); ++i) {
+      for (std::size_t i = 0; i < call.output_regions.size(); ++i) {
         if (call.outputs[i] == nullptr) continue;
         MEMPLAN_CUDA_TRY(cudaMemcpyAsync(call.outputs[i], s->out[i],
-                                         static_cast<std::size_t>(w.p.bytes[static_cast<std::size_t>(outs[i])]),
+                                         static_cast<std::size_t>(call.output_regions[i].bytes),
                                          cudaMemcpyHostToDevice, v));
       }
       calls.push_back(std::move(s));

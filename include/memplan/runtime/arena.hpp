@@ -37,28 +37,40 @@ class arena {
 
   /// The offset of a fresh block of `bytes` (zero-byte blocks take no room
   /// and get offset 0), or nothing if no hole is large enough.
-  [[nodiscard]] std::optional<bytes_t> allocate(bytes_t bytes) {
-    const bytes_t size = footprint(bytes);
-    if (size == 0) return bytes_t{0};
+  [[nodiscard]] std::optional<bytes_t> allocate(bytes_t bytes) { return allocate_extent(footprint(bytes), alignment); }
+
+  /// The offset of a block of exactly `extent` bytes starting at an offset
+  /// congruent to `phase` modulo `align` (first fit; what is left of the
+  /// hole on either side stays a hole), or nothing if no hole can hold it.
+  /// Micro-tensors take finer blocks than whole tensors, and a tensor split
+  /// in place gives its sub-ranges back one by one (`deallocate_extent`).
+  [[nodiscard]] std::optional<bytes_t> allocate_extent(bytes_t extent, bytes_t align, bytes_t phase = 0) {
+    if (extent == 0) return bytes_t{0};
+    phase %= align;
     for (auto it = holes_.begin(); it != holes_.end(); ++it) {
-      if (it->second < size) continue;
-      const bytes_t offset = it->first;
-      const bytes_t rest = it->second - size;
+      const bytes_t hole = it->first;
+      const bytes_t end = hole + it->second;
+      const bytes_t start = hole + (phase - hole % align + align) % align;
+      if (start + extent > end) continue;
       holes_.erase(it);
-      if (rest > 0) holes_.emplace(offset + size, rest);
-      in_use_ += size;
+      if (start > hole) holes_.emplace(hole, start - hole);
+      if (end > start + extent) holes_.emplace(start + extent, end - start - extent);
+      in_use_ += extent;
       peak_ = std::max(peak_, in_use_);
-      return offset;
+      return start;
     }
     return std::nullopt;
   }
 
   /// Returns the block at `offset` that `allocate(bytes)` handed out.
-  void deallocate(bytes_t offset, bytes_t bytes) noexcept {
-    const bytes_t size = footprint(bytes);
-    if (size == 0) return;
-    in_use_ -= size;
-    auto [it, inserted] = holes_.emplace(offset, size);
+  void deallocate(bytes_t offset, bytes_t bytes) noexcept { deallocate_extent(offset, footprint(bytes)); }
+
+  /// Returns the `extent` bytes at `offset`: a block `allocate_extent` handed
+  /// out, or any sub-range of one not returned yet.
+  void deallocate_extent(bytes_t offset, bytes_t extent) noexcept {
+    if (extent == 0) return;
+    in_use_ -= extent;
+    auto [it, inserted] = holes_.emplace(offset, extent);
     if (const auto next = std::next(it); next != holes_.end() && it->first + it->second == next->first) {
       it->second += next->second;
       holes_.erase(next);

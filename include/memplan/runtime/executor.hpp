@@ -6,8 +6,11 @@
 /// supplies two callbacks and never allocates:
 ///
 ///   run_op(const op_call& call, stream_view s)  runs step call.step's op on
-///       s (recomputations too), reading call.inputs and writing the
-///       non-null call.outputs;
+///       s (recomputations too) — or, with call.part >= 0, micro-op
+///       call.part of call.parts (TSPLIT §V-A) — reading call.inputs and
+///       writing the non-null call.outputs (call.input_regions /
+///       call.output_regions say which bytes, and where a tensor held as
+///       micro-tensors lies in several pieces);
 ///   load(index_t t, void* device_address, stream_view s)  fills a tensor
 ///       without a producer (input, parameter, state) before the run.
 ///
@@ -30,6 +33,17 @@
 /// bytes always fit; if holes between blocks do not, the executor waits for
 /// every stream and compacts the arena (moving blocks down), which the
 /// framework never notices because it gets addresses per call.
+///
+/// Micro-ops and micro-tensors (plan.hpp): a micro-tensor is a buffer of its
+/// own (layout.hpp) — a block of the arena made by its micro-op or micro
+/// swap-in, or a sub-range of a whole tensor's block split in place, given
+/// back on its own. The op of micro-op k gets, per sample tensor, micro-tensor
+/// k's bytes: a view into the whole block, the micro-tensor's block, or the
+/// pieces of micro-tensors of another parts count that cover it; a tensor
+/// read whole while held as micro-tensors comes as its pieces (the merge
+/// copies nothing). The argument above holds piece by piece: the arena
+/// counts every micro-tensor as the simulator does (blocks of its own round
+/// to 64 bytes, see `micro_alignment`).
 
 #include <algorithm>
 #include <atomic>
@@ -51,17 +65,45 @@
 
 namespace memplan::runtime {
 
+/// Contiguous device bytes of a tensor.
+struct piece {
+  void* address = nullptr;
+  bytes_t bytes = 0;
+};
+
+/// The bytes [offset, offset + bytes) of a tensor that an op reads or
+/// writes — all of it, or micro-tensor k's range for micro-op k — lying in
+/// `pieces`, in order: one, unless the tensor is held as micro-tensors made
+/// apart and the op reads more than one of them (a merge, TSPLIT Fig. 10).
+/// An output the op must leave alone has no pieces.
+struct region {
+  bytes_t offset = 0;
+  bytes_t bytes = 0;
+  std::span<const piece> pieces;
+};
+
 /// What `run_op` is asked to do.
 struct op_call {
   index_t action = no_index;  ///< its index in the plan
   index_t step = no_index;    ///< the schedule step (problem arrays)
   index_t op = no_index;      ///< the graph's dense op index
   index_t parts = 1;          ///< micro-batches the plan splits the op into (1 = whole)
+  /// With parts > 1: micro-op `part` only — on micro-tensor `part` of each
+  /// input and output that splits with the batch (`splits_with_batch`);
+  /// other tensors are whole, and a whole output (a parameter gradient, the
+  /// micro-ops' sum) is made by micro-op 0 and added to by the later ones.
+  /// no_index: the whole op (its `parts` blocks back to back).
+  index_t part = no_index;
   bool recompute = false;
-  std::span<void* const> inputs;   ///< addresses, in problem::inputs(step) order
+  /// Per input, in problem::inputs(step) order: the address of its region's
+  /// bytes, or null where they lie in several pieces (`input_regions`).
+  std::span<void* const> inputs;
   /// Addresses, in problem::outputs(step) order; null where a recompute finds
-  /// the output still on the device: the op must leave it alone.
+  /// the output still on the device: the op must leave it alone. An output's
+  /// region is always one piece.
   std::span<void* const> outputs;
+  std::span<const region> input_regions;   ///< per input: which bytes, where
+  std::span<const region> output_regions;  ///< per output: which bytes, where (no pieces: leave it alone)
   void* workspace = nullptr;  ///< scratch for one part, `workspace_bytes` long (null if none)
   bytes_t workspace_bytes = 0;
 };
@@ -81,6 +123,8 @@ struct run_stats {
   bytes_t swapped_out_bytes = 0;
   bytes_t swapped_in_bytes = 0;
   index_t ops_run = 0;            ///< compute and recompute actions
+  index_t micro_actions = 0;      ///< actions on one micro-op or micro-tensor (part >= 0)
+  index_t splits_in_place = 0;    ///< whole tensors split in place into micro-tensors
   index_t compactions = 0;        ///< times the arena was compacted
 };
 
@@ -92,7 +136,7 @@ class executor {
   /// Prepares `pl` (for `p`) to run on `dev`; both must outlive the executor.
   /// \throws invalid_argument if the action list is malformed (layout_of).
   executor(D& dev, const problem& p, const plan& pl)
-      : dev_(&dev), p_(&p), pl_(&pl), layout_(layout_of(p, pl)),
+      : dev_(&dev), p_(&p), pl_(&pl), layout_(layout_of(p, pl)), extents_(device_extents(layout_)),
         device_pool_(dev, dev.arena(), pl.budget > 0 ? pl.budget : dev.arena().capacity()),
         pinned_pool_(dev, dev.pinned()) {
     events_.reserve(pl.actions.size() + 1);
@@ -100,9 +144,15 @@ class executor {
     streams_.reserve(stream_count);
     for (int s = 0; s < stream_count; ++s) streams_.push_back(dev.make_stream());
     calls_.resize(pl.actions.size());
-    std::size_t slots = 0;
-    for (const auto& ab : layout_.actions) slots += ab.reads.size() + ab.writes.size();
+    std::size_t slots = 0, pieces = 0;
+    for (const auto& ab : layout_.actions) {
+      slots += ab.reads.size() + ab.writes.size();
+      for (const access& x : ab.reads) pieces += x.slices.size();
+      for (const access& x : ab.writes) pieces += x.slices.size();
+    }
     addresses_.resize(slots);
+    regions_.resize(slots);
+    pieces_.resize(pieces);
   }
   executor(const executor&) = delete;
   executor& operator=(const executor&) = delete;
@@ -178,8 +228,8 @@ class executor {
       synchronize_all();
     } catch (...) {  // a failure already reported, or a device that can no longer run: give back regardless
     }
-    give_back(device_pool_, device_state_, device_offset_, layout_.device);
-    give_back(pinned_pool_, host_state_, host_offset_, layout_.host);
+    give_back(device_pool_, device_state_, device_offset_, layout_.device, &extents_);
+    give_back(pinned_pool_, host_state_, host_offset_, layout_.host, nullptr);
   }
 
  private:
@@ -197,13 +247,15 @@ class executor {
 
   /// Drains a pool and returns every live block (after synchronize_all).
   void give_back(ordered_pool<D>& pool, std::vector<held>& states, std::vector<bytes_t>& offsets,
-                 const std::vector<buffer>& buffers) noexcept {
+                 const std::vector<buffer>& buffers, const std::vector<extent>* extents) noexcept {
     try {
       pool.drain();
     } catch (...) {
     }
     for (std::size_t i = 0; i < states.size(); ++i) {
-      if (states[i] == held::live) pool.deallocate(offsets[i], buffers[i].bytes);
+      if (states[i] != held::live) continue;
+      pool.deallocate_extent(offsets[i], buffers[i].bytes,
+                             extents != nullptr ? (*extents)[i].bytes : arena::footprint(buffers[i].bytes));
     }
     states.assign(buffers.size(), held::none);
     offsets.assign(buffers.size(), 0);
@@ -249,6 +301,7 @@ class executor {
   template <class Load>
   void start(Load& load) {
     slot_ = 0;
+    piece_slot_ = 0;
     device_state_.assign(layout_.device.size(), held::none);
     device_offset_.assign(layout_.device.size(), 0);
     host_state_.assign(layout_.host.size(), held::none);
@@ -274,6 +327,8 @@ class executor {
     const action_buffers& ab = layout_.actions[static_cast<std::size_t>(a)];
     auto& s = stream(stream_of(x.kind));
     allocate(a, ab.allocates);
+    if (ab.splits != no_index) split_in_place(ab.splits);
+    if (detail::part_of(x) != no_index) ++stats_.micro_actions;
     for (const index_t w : pl_->waits_of(static_cast<std::size_t>(a))) {
       if (stream_of(act(w).kind) != stream_of(x.kind)) dev_->wait(s, events_[static_cast<std::size_t>(w)]);
     }
@@ -283,15 +338,14 @@ class executor {
       case action_kind::compute:
       case action_kind::recompute: {
         op_call& call = calls_[static_cast<std::size_t>(a)];
-        call = {a, x.step, p_->op[static_cast<std::size_t>(x.step)], x.parts, x.kind == action_kind::recompute, {}, {},
-                nullptr, 0};
-        void** slot = addresses_.data() + slot_;
-        for (const index_t b : ab.reads) *slot++ = device + offset(device_offset_, b);
+        call = {a, x.step, p_->op[static_cast<std::size_t>(x.step)], x.parts, detail::part_of(x),
+                x.kind == action_kind::recompute, {}, {}, {}, {}, nullptr, 0};
         call.inputs = {addresses_.data() + slot_, ab.reads.size()};
-        slot_ += ab.reads.size();
-        for (const index_t b : ab.writes) *slot++ = b == no_index ? nullptr : device + offset(device_offset_, b);
+        call.input_regions = {regions_.data() + slot_, ab.reads.size()};
+        for (const access& in : ab.reads) place(in);
         call.outputs = {addresses_.data() + slot_, ab.writes.size()};
-        slot_ += ab.writes.size();
+        call.output_regions = {regions_.data() + slot_, ab.writes.size()};
+        for (const access& out : ab.writes) place(out);
         if (ab.workspace != no_index) {
           call.workspace = device + offset(device_offset_, ab.workspace);
           call.workspace_bytes = layout_.device[static_cast<std::size_t>(ab.workspace)].bytes;
@@ -304,15 +358,15 @@ class executor {
         allocate_host(a, ab.host);
         void* dst = pinned + offset(host_offset_, ab.host);
         const void* src = device + offset(device_offset_, ab.device);
-        const auto n = static_cast<std::size_t>(p_->bytes[static_cast<std::size_t>(x.tensor)]);
+        const auto n = static_cast<std::size_t>(layout_.device[static_cast<std::size_t>(ab.device)].bytes);
         stats_.swapped_out_bytes += static_cast<bytes_t>(n);
         launch(a, s, [this, dst, src, n](stream_view v) { dev_->copy(dst, src, n, copy_kind::device_to_host, v); });
         break;
       }
       case action_kind::swap_in: {
         void* dst = device + offset(device_offset_, ab.device);
-        const void* src = pinned + offset(host_offset_, ab.host);
-        const auto n = static_cast<std::size_t>(p_->bytes[static_cast<std::size_t>(x.tensor)]);
+        const void* src = pinned + offset(host_offset_, ab.host) + ab.host_start;
+        const auto n = static_cast<std::size_t>(layout_.device[static_cast<std::size_t>(ab.device)].bytes);
         stats_.swapped_in_bytes += static_cast<bytes_t>(n);
         launch(a, s, [this, dst, src, n](stream_view v) { dev_->copy(dst, src, n, copy_kind::host_to_device, v); });
         break;
@@ -335,8 +389,34 @@ class executor {
   }
   void release_device(index_t b) {
     const buffer& buf = layout_.device[static_cast<std::size_t>(b)];
-    device_pool_.deallocate(offset(device_offset_, b), buf.bytes, gates(buf));
+    device_pool_.deallocate_extent(offset(device_offset_, b), buf.bytes, extents_[static_cast<std::size_t>(b)].bytes,
+                                   gates(buf));
     state(device_state_, b) = held::pending;
+  }
+  /// A whole tensor's block becomes its micro-tensors' sub-ranges (plan.hpp's
+  /// in-place split): nothing moves, each is given back on its own from now on.
+  void split_in_place(index_t w) {
+    const buffer& whole = layout_.device[static_cast<std::size_t>(w)];
+    const bytes_t base = offset(device_offset_, w);
+    for (index_t j = 0; j < layout_.device[static_cast<std::size_t>(whole.split_into)].parts; ++j) {
+      const index_t m = whole.split_into + j;
+      offset(device_offset_, m) = base + layout_.device[static_cast<std::size_t>(m)].start;
+      state(device_state_, m) = held::live;
+    }
+    state(device_state_, w) = held::none;
+    ++stats_.splits_in_place;
+  }
+  /// Fills the next address and region slot (and its pieces) for `x`.
+  void place(const access& x) {
+    std::byte* const device = dev_->device_memory();
+    piece* const first = pieces_.data() + piece_slot_;
+    for (const slice& sl : x.slices) {
+      pieces_[piece_slot_++] = {device + offset(device_offset_, sl.buffer) + sl.offset, sl.bytes};
+    }
+    const std::span<const piece> pieces(first, x.slices.size());
+    regions_[slot_] = {x.offset, x.bytes, pieces};
+    addresses_[slot_] = pieces.size() == 1 ? pieces.front().address : nullptr;
+    ++slot_;
   }
   void release_host(index_t h) {
     const buffer& buf = layout_.host[static_cast<std::size_t>(h)];
@@ -355,14 +435,16 @@ class executor {
       std::size_t got = 0;
       for (; got < list.size(); ++got) {
         const index_t b = list[got];
-        const auto o = device_pool_.try_allocate(layout_.device[static_cast<std::size_t>(b)].bytes);
+        const extent& e = extents_[static_cast<std::size_t>(b)];
+        const auto o = device_pool_.try_allocate_extent(layout_.device[static_cast<std::size_t>(b)].bytes, e.bytes, e.align);
         if (!o) break;
         offset(device_offset_, b) = *o;
         state(device_state_, b) = held::live;
       }
       if (got == list.size()) return;
       for (std::size_t i = 0; i < got; ++i) {  // roll back: all or none
-        device_pool_.deallocate(offset(device_offset_, list[i]), layout_.device[static_cast<std::size_t>(list[i])].bytes);
+        const auto b = static_cast<std::size_t>(list[i]);
+        device_pool_.deallocate_extent(offset(device_offset_, list[i]), layout_.device[b].bytes, extents_[b].bytes);
         state(device_state_, list[i]) = held::none;
       }
       if (device_pool_.wait_one()) continue;
@@ -377,7 +459,7 @@ class executor {
   }
   bytes_t footprints(const std::vector<index_t>& list) const {
     bytes_t sum = 0;
-    for (const index_t b : list) sum += arena::footprint(layout_.device[static_cast<std::size_t>(b)].bytes);
+    for (const index_t b : list) sum += extents_[static_cast<std::size_t>(b)].bytes;
     return sum;
   }
   void allocate_host(index_t a, index_t h) {
@@ -407,7 +489,7 @@ class executor {
     ++stats_.compactions;
     std::byte* const device = dev_->device_memory();
     auto& s = stream(stream_kind::compute);
-    device_pool_.compact(live(device_state_, device_offset_, layout_.device), [&](bytes_t from, bytes_t to, bytes_t n) {
+    device_pool_.compact(live(device_state_, device_offset_, layout_.device, &extents_), [&](bytes_t from, bytes_t to, bytes_t n) {
       // Chunks no longer than the gap never overlap, so a plain copy is safe.
       const bytes_t gap = from - to;
       dev_->launch(s, [this, device, from, to, n, gap](stream_view v) {
@@ -419,15 +501,21 @@ class executor {
     });
     dev_->synchronize(s);
     std::byte* const pinned = dev_->pinned_memory();
-    pinned_pool_.compact(live(host_state_, host_offset_, layout_.host), [&](bytes_t from, bytes_t to, bytes_t n) {
+    pinned_pool_.compact(live(host_state_, host_offset_, layout_.host, nullptr), [&](bytes_t from, bytes_t to, bytes_t n) {
       std::memmove(pinned + to, pinned + from, static_cast<std::size_t>(n));
     });
   }
   std::vector<typename ordered_pool<D>::block> live(std::vector<held>& states, std::vector<bytes_t>& offsets,
-                                                    const std::vector<buffer>& buffers) {
+                                                    const std::vector<buffer>& buffers,
+                                                    const std::vector<extent>* extents) {
     std::vector<typename ordered_pool<D>::block> out;
     for (std::size_t i = 0; i < states.size(); ++i) {
-      if (states[i] == held::live) out.push_back({&offsets[i], buffers[i].bytes});
+      if (states[i] != held::live) continue;
+      if (extents != nullptr) {
+        out.push_back({&offsets[i], buffers[i].bytes, (*extents)[i].bytes, (*extents)[i].align});
+      } else {
+        out.push_back({&offsets[i], buffers[i].bytes, 0, arena::alignment});
+      }
     }
     return out;
   }
@@ -436,13 +524,17 @@ class executor {
   const problem* p_;
   const plan* pl_;
   layout layout_;
+  std::vector<extent> extents_;  ///< per device buffer: its arena bytes and alignment
   ordered_pool<D> device_pool_;
   ordered_pool<D> pinned_pool_;
   std::vector<typename D::event> events_;  ///< per action, then the initial load
   std::vector<typename D::stream> streams_;  ///< after the events: joined before they go
   std::vector<op_call> calls_;             ///< per action: what its launched work reads
-  std::vector<void*> addresses_;           ///< the spans of calls_
+  std::vector<void*> addresses_;           ///< the spans of calls_: an address per input and output
+  std::vector<region> regions_;            ///< the same slots' regions
+  std::vector<piece> pieces_;              ///< the regions' pieces
   std::size_t slot_ = 0;
+  std::size_t piece_slot_ = 0;
   std::vector<held> device_state_, host_state_;
   std::vector<bytes_t> device_offset_, host_offset_;
   run_stats stats_;

@@ -8,7 +8,9 @@
 /// with its digest, repeated, after checking that every byte of every input
 /// holds the input's digest. A tensor swapped, recomputed, moved by
 /// compaction or overwritten by another buffer in the arena shows up as a
-/// mismatch, as it would as wrong numbers in training.
+/// mismatch, as it would as wrong numbers in training. A micro-op checks and
+/// fills the bytes of its regions (its micro-tensors), byte i of a tensor
+/// always holding byte i % 8 of the digest, wherever its pieces lie.
 
 #include <exception>
 #include <algorithm>
@@ -37,29 +39,37 @@ namespace detail {
   return h * 0xff51afd7ed558ccdULL;
 }
 
-inline void fill(void* to, bytes_t bytes, std::uint64_t digest) {
-  auto* out = static_cast<std::byte*>(to);
-  for (bytes_t i = 0; i < bytes; ++i) out[i] = static_cast<std::byte>(digest >> (8 * (i % 8)));
+/// Fills the bytes of `r`: tensor byte i gets byte i % 8 of `digest`.
+inline void fill(const runtime::region& r, std::uint64_t digest) {
+  bytes_t i = r.offset;
+  for (const runtime::piece& piece : r.pieces) {
+    auto* out = static_cast<std::byte*>(piece.address);
+    for (bytes_t j = 0; j < piece.bytes; ++j, ++i) out[j] = static_cast<std::byte>(digest >> (8 * (i % 8)));
+  }
 }
 
-[[nodiscard]] inline bool holds(const void* from, bytes_t bytes, std::uint64_t digest) {
-  const auto* in = static_cast<const std::byte*>(from);
-  for (bytes_t i = 0; i < bytes; ++i) {
-    if (in[i] != static_cast<std::byte>(digest >> (8 * (i % 8)))) return false;
+[[nodiscard]] inline bool holds(const runtime::region& r, std::uint64_t digest) {
+  bytes_t i = r.offset;
+  for (const runtime::piece& piece : r.pieces) {
+    const auto* in = static_cast<const std::byte*>(piece.address);
+    for (bytes_t j = 0; j < piece.bytes; ++j, ++i) {
+      if (in[j] != static_cast<std::byte>(digest >> (8 * (i % 8)))) return false;
+    }
   }
-  return true;
+  return i == r.offset + r.bytes;
 }
 
 }  // namespace detail
 
 /// The outcome of `check_integrity`.
 struct integrity_check {
-  bool ran = false;     ///< false: the executor refused the action list (a form it does not run yet)
+  bool ran = false;     ///< false: the executor refused the action list as malformed
   std::string failure;  ///< "" when every op read what the unplanned run reads, else "executor: ..."
 };
 
 /// Runs `pl` on a host::device with an arena of `budget` bytes (plus one
-/// alignment unit per buffer, which the arena's rounding may take) and
+/// alignment unit per buffer, which the arena's rounding may take, and 64
+/// bytes per micro-op or micro-tensor action) and
 /// checks every input of every op against its reference digest.
 [[nodiscard]] inline integrity_check check_integrity(const problem& p, const plan& pl, bytes_t budget) {
   using memplan::detail::concat;
@@ -76,9 +86,13 @@ struct integrity_check {
   try {
     pinned = runtime::layout_of(p, pl).pinned_peak;
   } catch (const invalid_argument&) {
-    return {false, ""};  // e.g. micro-ops, which the executor does not run yet
+    return {false, ""};  // a list the simulator may accept but the executor refuses; none is known
   }
-  const bytes_t slack = runtime::arena::alignment * static_cast<bytes_t>(p.num_tensors() + p.num_steps() + 1);
+  // Micro-tensors made on their own round to 64 bytes instead.
+  bytes_t micro = 0;
+  for (const action& a : pl.actions) micro += a.part != no_index ? 1 : 0;
+  const bytes_t slack = runtime::arena::alignment * static_cast<bytes_t>(p.num_tensors() + p.num_steps() + 1) +
+                        runtime::micro_alignment * micro;
   host::device dev({.arena_bytes = budget + slack, .pinned_bytes = pinned, .before_copy = {}});
   std::atomic<long> bad{0};
   std::atomic<index_t> first_bad{no_index};
@@ -88,7 +102,7 @@ struct integrity_check {
       const auto ins = p.inputs(call.step);
       for (std::size_t i = 0; i < ins.size(); ++i) {
         const auto t = static_cast<std::size_t>(ins[i]);
-        if (!detail::holds(call.inputs[i], p.bytes[t], digest[t])) {
+        if (!detail::holds(call.input_regions[i], digest[t])) {
           ++bad;
           index_t none = no_index;
           first_bad.compare_exchange_strong(none, call.action);
@@ -97,12 +111,13 @@ struct integrity_check {
       const auto outs = p.outputs(call.step);
       for (std::size_t i = 0; i < outs.size(); ++i) {
         const auto t = static_cast<std::size_t>(outs[i]);
-        if (call.outputs[i] != nullptr) detail::fill(call.outputs[i], p.bytes[t], digest[t]);
+        if (call.outputs[i] != nullptr) detail::fill(call.output_regions[i], digest[t]);
       }
       if (call.workspace != nullptr) std::memset(call.workspace, 0xa5, static_cast<std::size_t>(call.workspace_bytes));
     };
     const auto load = [&](index_t t, void* to, host::stream_view) {
-      detail::fill(to, p.bytes[static_cast<std::size_t>(t)], digest[static_cast<std::size_t>(t)]);
+      const runtime::piece all{to, p.bytes[static_cast<std::size_t>(t)]};
+      detail::fill({0, all.bytes, {&all, 1}}, digest[static_cast<std::size_t>(t)]);
     };
     const runtime::run_stats stats = ex.run(run_op, load);
     if (stats.peak_bytes > budget) return {true, concat("executor: peak ", stats.peak_bytes, " B > budget ", budget, " B")};
