@@ -8,6 +8,7 @@
 #include <array>
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
@@ -22,6 +23,8 @@
 #include "memplan/planners/registry.hpp"
 #include "memplan/runtime/executor.hpp"
 #include "memplan/sim/simulator.hpp"
+#include "memplan/testing/generators.hpp"
+#include "memplan/testing/integrity.hpp"
 #include "memplan/sim/validator.hpp"
 #include "sim_fixtures.hpp"
 
@@ -244,6 +247,40 @@ TEST_CASE("executor: micro-ops, micro-tensors, in-place split and merge give the
 TEST_CASE("executor: every registered planner, several budgets, chain and residual: bit-identical, within budget") {
   host_backend backend;
   test::check_every_planner(backend);
+}
+
+TEST_CASE("executor: tsplit's micro-op plans on generated graphs read what the unplanned run reads") {
+  // Tensor sizes from 1 B to 100 kB or 256 B to 1 MiB: micro-tensors of any
+  // byte count, splits in place at unaligned offsets. The digest check
+  // (testing/integrity.hpp) runs every plan on host::device.
+  const device_spec dev = find_device("titan-rtx");
+  int micro_plans = 0, failed = 0;
+  index_t micro = 0;
+  for (std::uint64_t seed = 1; seed <= 40; ++seed) {
+    testing::graph_options o;
+    o.shape = static_cast<testing::graph_shape>(seed % testing::graph_shape_names.size());
+    o.forward_ops = static_cast<int>(4 + seed % 40);
+    o.min_bytes = seed % 2 != 0 ? 1 : 256;
+    o.max_bytes = seed % 2 != 0 ? 100'000 : bytes_t{1} << 20;
+    const problem p = compile(testing::random_training_graph(o, seed));
+    for (const double fraction : {0.9, 0.75, 0.6, 0.5}) {
+      const auto budget = static_cast<bytes_t>(static_cast<double>(p.baseline_peak()) * fraction);
+      const plan pl = find_planner("tsplit").run(p, dev, budget, planner_options{});
+      const auto m = micro_actions(pl);
+      if (!pl.feasible || m == 0) continue;
+      CAPTURE(seed);
+      CAPTURE(budget);
+      REQUIRE(validate(p, pl, dev, budget).ok);
+      const testing::integrity_check run = testing::check_integrity(p, pl, budget);
+      CHECK(run.ran);
+      CHECK_MESSAGE(run.failure.empty(), run.failure);
+      ++micro_plans;
+      micro += m;
+      failed += run.failure.empty() ? 0 : 1;
+    }
+  }
+  MESSAGE(micro_plans, " tsplit plans with ", micro, " micro-op and micro-tensor actions ran; ", failed, " failed");
+  CHECK(micro_plans >= 10);
 }
 
 TEST_CASE("executor: holes that only moving blocks can close are compacted, and the numbers survive") {

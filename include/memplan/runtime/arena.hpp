@@ -4,8 +4,11 @@
 /// pinned host pool. It hands out offsets inside a fixed capacity (first
 /// fit, neighbouring holes merged), so the bytes in use can never exceed the
 /// capacity, and it keeps the high-water mark the executor's budget check
-/// reads. It owns no memory and takes no locks: the backend owns the one
-/// allocation, and only the thread that issues work allocates.
+/// reads. Whole blocks are 256-byte aligned; finer blocks (micro-tensors)
+/// take an alignment of their own, and any sub-range of a block can go back
+/// alone (a tensor split in place into micro-tensors). It owns no memory and
+/// takes no locks: the backend owns the one allocation, and only the thread
+/// that issues work allocates.
 
 #include <algorithm>
 #include <cstddef>
@@ -20,8 +23,8 @@ namespace memplan::runtime {
 
 class arena {
  public:
-  /// Every block starts at a multiple of `alignment` (256: what cudaMalloc
-  /// guarantees, and enough for any vector load).
+  /// Every block of `allocate` starts at a multiple of `alignment` (256: what
+  /// cudaMalloc guarantees, and enough for any vector load).
   static constexpr bytes_t alignment = 256;
 
   /// \throws invalid_argument if `capacity` is negative.

@@ -28,11 +28,14 @@
 /// Why a plan the validator accepts under budget B runs in an arena of B
 /// bytes: once every pending free has come back, the bytes in use are those
 /// of the buffers allocated by earlier-issued actions and not released by an
-/// earlier-issued action — never more than the simulator holds when that
-/// action starts (it allocates in issue order and frees no earlier). So the
-/// bytes always fit; if holes between blocks do not, the executor waits for
-/// every stream and compacts the arena (moving blocks down), which the
-/// framework never notices because it gets addresses per call.
+/// earlier-issued action. The simulator allocates in issue order too, but a
+/// later-issued action of another stream may have ended, and released its
+/// tensors, before an earlier-issued allocation starts; so when an
+/// allocation cannot fit with nothing pending, the executor issues such
+/// later actions ahead (`issue_ahead`) and waits for their releases. If
+/// holes between blocks are what stands in the way, it waits for every
+/// stream and compacts the arena (moving blocks down), which the framework
+/// never notices because it gets addresses per call.
 ///
 /// Micro-ops and micro-tensors (plan.hpp): a micro-tensor is a buffer of its
 /// own (layout.hpp) — a block of the arena made by its micro-op or micro
@@ -46,8 +49,10 @@
 /// to 64 bytes, see `micro_alignment`).
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <mutex>
@@ -125,6 +130,7 @@ struct run_stats {
   index_t ops_run = 0;            ///< compute and recompute actions
   index_t micro_actions = 0;      ///< actions on one micro-op or micro-tensor (part >= 0)
   index_t splits_in_place = 0;    ///< whole tensors split in place into micro-tensors
+  index_t issued_ahead = 0;       ///< actions issued before an earlier one whose memory waited for their releases
   index_t compactions = 0;        ///< times the arena was compacted
 };
 
@@ -173,17 +179,14 @@ class executor {
     stats_ = {};
     try {
       start(load);
-      for (index_t a = 0; a < static_cast<index_t>(pl_->actions.size()); ++a) {
-        try {
-          issue(a, run_op);
-        } catch (const action_failed&) {
-          throw;
-        } catch (const infeasible_budget&) {  // these two name the action already
-          throw;
-        } catch (const invalid_argument&) {
-          throw;
-        } catch (const std::exception& e) {  // an issue-time device failure (cuda_error, bad_alloc): name the action
-          throw action_failed(a, memplan::detail::concat("executor: ", name(a), " failed: ", e.what()));
+      const auto n = static_cast<index_t>(pl_->actions.size());
+      issued_.assign(static_cast<std::size_t>(n), 0);
+      for (index_t a = 0; a < n; ++a) {
+        if (issued_[static_cast<std::size_t>(a)] != 0) continue;  // issued ahead
+        // An allocation that cannot fit with nothing pending may wait for
+        // releases of later actions on other streams (see issue_ahead).
+        while (!checked_issue(a, run_op)) {
+          if (!issue_ahead(a, run_op)) out_of_memory(a, layout_.actions[static_cast<std::size_t>(a)].allocates);
         }
       }
       synchronize_all();
@@ -306,7 +309,7 @@ class executor {
     device_offset_.assign(layout_.device.size(), 0);
     host_state_.assign(layout_.host.size(), held::none);
     host_offset_.assign(layout_.host.size(), 0);
-    allocate(layout_.load, layout_.initial);
+    if (!allocate(layout_.initial)) out_of_memory(layout_.load, layout_.initial);
     auto& h2d = stream(stream_kind::h2d);
     for (const index_t b : layout_.initial) {
       const index_t t = layout_.device[static_cast<std::size_t>(b)].tensor;
@@ -320,13 +323,81 @@ class executor {
     for (const index_t b : layout_.released_at_load) release_device(b);
   }
 
+  /// `issue`, naming `a` in an issue-time failure.
   template <class RunOp>
-  void issue(index_t a, RunOp& run_op) {
+  bool checked_issue(index_t a, RunOp& run_op) {
+    try {
+      return issue(a, run_op);
+    } catch (const action_failed&) {
+      throw;
+    } catch (const infeasible_budget&) {  // these two name the action already
+      throw;
+    } catch (const invalid_argument&) {
+      throw;
+    } catch (const std::exception& e) {  // an issue-time device failure (cuda_error, bad_alloc): name the action
+      throw action_failed(a, memplan::detail::concat("executor: ", name(a), " failed: ", e.what()));
+    }
+  }
+
+  /// Action `blocked` cannot allocate with nothing pending. In the
+  /// simulator it would wait until enough in-flight frees complete — and
+  /// those include releases by later-issued actions of the other streams,
+  /// which run ahead of a blocked stream (their last reader may end before
+  /// `blocked` starts). So: issue the first later action that can go now —
+  /// the next one of a stream other than `blocked`'s, allocating no device
+  /// memory (memory waits stay first come, first served), whose waits and
+  /// whose released buffers' holders are all issued. Issuing it before
+  /// `blocked` only reorders actions that nothing orders (plan.hpp).
+  /// \returns false if no action can go.
+  template <class RunOp>
+  bool issue_ahead(index_t blocked, RunOp& run_op) {
+    const auto n = static_cast<index_t>(pl_->actions.size());
+    std::array<bool, stream_count> stuck{};
+    stuck[static_cast<std::size_t>(stream_of(act(blocked).kind))] = true;
+    const auto done = [&](index_t a) { return issued_[static_cast<std::size_t>(a)] != 0; };
+    for (index_t b = blocked + 1; b < n && !std::ranges::all_of(stuck, [](bool x) { return x; }); ++b) {
+      if (done(b)) continue;
+      const auto st = static_cast<std::size_t>(stream_of(act(b).kind));
+      if (stuck[st]) continue;
+      const action_buffers& ab = layout_.actions[static_cast<std::size_t>(b)];
+      bool ready = ab.allocates.empty() && std::ranges::all_of(pl_->waits_of(static_cast<std::size_t>(b)), done);
+      const auto held_by_issued = [&](const buffer& x) {
+        return std::ranges::all_of(x.holders, [&](index_t h) { return h == no_index || h == b || done(h); });
+      };
+      for (const index_t d : ab.releases_device) ready = ready && held_by_issued(layout_.device[static_cast<std::size_t>(d)]);
+      for (const index_t h : ab.releases_host) ready = ready && held_by_issued(layout_.host[static_cast<std::size_t>(h)]);
+      if (!ready) {
+        stuck[st] = true;  // its stream's later actions come after it
+        continue;
+      }
+      if (!checked_issue(b, run_op)) return false;  // (allocates nothing: cannot happen)
+      ++stats_.issued_ahead;
+      return true;
+    }
+    return false;
+  }
+
+  /// Throws: `a` cannot allocate with nothing pending and nothing to issue ahead.
+  [[noreturn]] void out_of_memory(index_t a, const std::vector<index_t>& list) {
+    bytes_t need = 0;
+    for (const index_t b : list) need += layout_.device[static_cast<std::size_t>(b)].bytes;
+    throw infeasible_budget(memplan::detail::concat(
+        "executor: out of device memory at ", name(a), ": it needs ", need, " bytes (", footprints(list),
+        " in the arena) with ", device_pool_.in_use(), " in use (", dev_->arena().in_use(),
+        " in the arena) and nothing left to free; budget ", device_pool_.limit(), ", arena ",
+        dev_->arena().capacity(), " bytes"));
+  }
+
+  /// Issues action `a`. \returns false, having done nothing, if its device
+  /// memory cannot be allocated with nothing pending.
+  template <class RunOp>
+  bool issue(index_t a, RunOp& run_op) {
     throw_if_failed();
     const action& x = act(a);
     const action_buffers& ab = layout_.actions[static_cast<std::size_t>(a)];
     auto& s = stream(stream_of(x.kind));
-    allocate(a, ab.allocates);
+    if (!allocate(ab.allocates)) return false;
+    issued_[static_cast<std::size_t>(a)] = 1;
     if (ab.splits != no_index) split_in_place(ab.splits);
     if (detail::part_of(x) != no_index) ++stats_.micro_actions;
     for (const index_t w : pl_->waits_of(static_cast<std::size_t>(a))) {
@@ -376,6 +447,7 @@ class executor {
     dev_->record(events_[static_cast<std::size_t>(a)], s);
     for (const index_t b : ab.releases_device) release_device(b);
     for (const index_t h : ab.releases_host) release_host(h);
+    return true;
   }
 
   /// The holders' events of `b` (at most one per stream).
@@ -424,10 +496,11 @@ class executor {
     state(host_state_, h) = held::pending;
   }
 
-  /// Allocates every buffer in `list` for action `a`, all or none, waiting
+  /// Allocates every buffer in `list` (of one action), all or none, waiting
   /// for pending frees and compacting when only holes stand in the way.
-  void allocate(index_t a, const std::vector<index_t>& list) {
-    if (list.empty()) return;
+  /// \returns false (nothing allocated) if they cannot fit with nothing pending.
+  bool allocate(const std::vector<index_t>& list) {
+    if (list.empty()) return true;
     bytes_t need = 0;
     for (const index_t b : list) need += layout_.device[static_cast<std::size_t>(b)].bytes;
     bool compacted = false;
@@ -441,7 +514,7 @@ class executor {
         offset(device_offset_, b) = *o;
         state(device_state_, b) = held::live;
       }
-      if (got == list.size()) return;
+      if (got == list.size()) return true;
       for (std::size_t i = 0; i < got; ++i) {  // roll back: all or none
         const auto b = static_cast<std::size_t>(list[i]);
         device_pool_.deallocate_extent(offset(device_offset_, list[i]), layout_.device[b].bytes, extents_[b].bytes);
@@ -450,9 +523,7 @@ class executor {
       if (device_pool_.wait_one()) continue;
       const bool bytes_fit = device_pool_.in_use() + need <= device_pool_.limit() &&
                              dev_->arena().in_use() + footprints(list) <= dev_->arena().capacity();
-      MEMPLAN_EXPECTS(bytes_fit && !compacted, infeasible_budget, "executor: out of device memory at ", name(a),
-                      ": it needs ", need, " bytes with ", device_pool_.in_use(), " in use and nothing left to free; budget ",
-                      device_pool_.limit(), ", arena ", dev_->arena().capacity(), " bytes");
+      if (!bytes_fit || compacted) return false;
       compact();
       compacted = true;
     }
@@ -535,6 +606,7 @@ class executor {
   std::vector<piece> pieces_;              ///< the regions' pieces
   std::size_t slot_ = 0;
   std::size_t piece_slot_ = 0;
+  std::vector<std::uint8_t> issued_;       ///< per action: issued in this run
   std::vector<held> device_state_, host_state_;
   std::vector<bytes_t> device_offset_, host_offset_;
   run_stats stats_;
