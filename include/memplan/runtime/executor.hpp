@@ -366,6 +366,14 @@ class executor {
       };
       for (const index_t d : ab.releases_device) ready = ready && held_by_issued(layout_.device[static_cast<std::size_t>(d)]);
       for (const index_t h : ab.releases_host) ready = ready && held_by_issued(layout_.host[static_cast<std::size_t>(h)]);
+      // What it touches exists already (a valid plan's waits imply it; checked, not assumed).
+      const auto live = [&](index_t d) { return d == no_index || state(device_state_, d) == held::live; };
+      for (const auto* list : {&ab.reads, &ab.writes}) {
+        for (const access& x : *list) {
+          for (const slice& sl : x.slices) ready = ready && live(sl.buffer);
+        }
+      }
+      ready = ready && live(ab.splits) && (ab.splits != no_index || act(b).kind == action_kind::swap_in || live(ab.device));
       if (!ready) {
         stuck[st] = true;  // its stream's later actions come after it
         continue;
