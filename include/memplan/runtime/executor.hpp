@@ -44,9 +44,10 @@
 /// k's bytes: a view into the whole block, the micro-tensor's block, or the
 /// pieces of micro-tensors of another parts count that cover it; a tensor
 /// read whole while held as micro-tensors comes as its pieces (the merge
-/// copies nothing). The argument above holds piece by piece: the arena
-/// counts every micro-tensor as the simulator does (blocks of its own round
-/// to 64 bytes, see `micro_alignment`).
+/// copies nothing). The argument above holds piece by piece: the budget
+/// counts every micro-tensor's bytes as the simulator does, and the arena
+/// adds only the rounding of micro-tensors' own blocks to 64 bytes
+/// (`micro_alignment`).
 
 #include <algorithm>
 #include <array>
