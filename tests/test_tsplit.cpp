@@ -126,7 +126,16 @@ TEST_CASE("Eq. 2-3: swap cost at the Fig. 7 bottleneck, with the PCIe occupancy 
   // s3 is read by f4, s4 is made by it: neither is a candidate.
   CHECK_FALSE(a.cost(fig7::s3, option::swap).valid());
   CHECK_FALSE(a.cost(fig7::s4, option::swap).valid());
-  CHECK_FALSE(a.cost(fig7::x, option::swap).valid());  // parameters persist
+  // x, a parameter, was last read by f1 (step 0): it may be away until the
+  // end of the iteration (step 8), swapped out while f1-f3 run (300 µs idle
+  // for 100 µs) and back during b1 (p = 7): free, ΔM 100. Never recomputed.
+  const candidate cx = a.cost(fig7::x, option::swap);
+  CHECK(cx.delta_m == 100);
+  CHECK(cx.delta_t == 0);
+  CHECK(cx.what.from == 0);
+  CHECK(cx.what.to == 8);
+  CHECK(cx.what.prefetch == 7);
+  CHECK_FALSE(a.cost(fig7::x, option::recompute).valid());
 
   // Algo 2 line 7 picks the smallest ΔT/ΔM: s2's free swap.
   const candidate best = a.best();
@@ -146,6 +155,53 @@ TEST_CASE("Eq. 2-3: swap cost at the Fig. 7 bottleneck, with the PCIe occupancy 
   CHECK(again.what.prefetch == 4);
 }
 
+TEST_CASE("Algo 2 line 7 swaps parameters only when no other tensor is left") {
+  const problem p = fig7::make();
+  algo2 a(p, dev, 450);
+  walk_to(a, 3);
+  // x's swap is free (ΔT/ΔM 0), yet s2 (free) and then s1 go first.
+  const candidate first = a.best();
+  CHECK(first.what.tensor == fig7::s2);
+  a.apply(first);
+  const candidate second = a.best();
+  CHECK(second.what.tensor == fig7::s1);
+  CHECK(second.what.how == option::recompute);  // f1 again: 100 µs
+  CHECK(second.delta_t == 100);
+  a.apply(second);
+  CHECK(a.memory() == 500);
+  const candidate third = a.best();
+  CHECK(third.what.tensor == fig7::x);
+  CHECK(third.delta_t == 0);
+  a.apply(third);
+  CHECK(a.memory() == 400);
+}
+
+TEST_CASE("tsplit swaps parameters and optimizer state: vgg16 at width 11 and batch 16 fits 24 GiB (Table V)") {
+  // Width 11: 21.84 GiB of parameters and momentum, which stay on the
+  // device only at the iteration's start and end (DESIGN.md §4).
+  const device_spec titan = find_device("titan-rtx");
+  model::options o;
+  o.batch = 16;
+  o.scale = 11;
+  const problem p = compile(model::build("vgg16", o, titan));
+  bytes_t state = 0;
+  for (std::size_t t = 0; t < p.num_tensors(); ++t) {
+    if (p.persistent(static_cast<index_t>(t))) state += p.bytes[t];
+  }
+  CHECK(state == 23'448'558'912);
+  const bytes_t budget = titan.memory_bytes;
+  CHECK(p.baseline_peak() > budget);
+  const plan pl = run("tsplit-nosplit", p, titan, budget);
+  REQUIRE(pl.feasible);
+  check_valid(p, pl, titan);
+  int swapped_state = 0;
+  for (std::size_t t = 0; t < p.num_tensors(); ++t) {
+    if (p.persistent(static_cast<index_t>(t)) && pl.decisions[t] == decision::swap) ++swapped_state;
+  }
+  CHECK(swapped_state > 0);
+  MESSAGE("parameters and optimizer state swapped: ", swapped_state);
+}
+
 TEST_CASE("Eq. 4: the recompute set grows when an input is itself recomputed") {
   const problem p = fig7::make();
   algo2 a(p, dev, 600);
@@ -161,14 +217,16 @@ TEST_CASE("Eq. 4: the recompute set grows when an input is itself recomputed") {
   CHECK(a.cost(fig7::s2, option::recompute).delta_t == 200);
 }
 
-// Algo 2 line 7 as written: cost every tensor, oldest first, swap before
-// recompute, and keep the first of the smallest ΔT/ΔM.
-candidate scan_every_tensor(algo2& walk, const problem& p) {
+// Algo 2 line 7 as written: cost every tensor of the training's state
+// (`state`) or every other one, oldest first, swap before recompute, and
+// keep the first of the smallest ΔT/ΔM.
+candidate scan_every_tensor(algo2& walk, const problem& p, bool state) {
   std::vector<index_t> order(p.num_tensors());
   for (std::size_t t = 0; t < order.size(); ++t) order[t] = static_cast<index_t>(t);
   std::ranges::stable_sort(order, {}, [&](index_t t) { return p.live_begin(t); });
   candidate best;
   for (const index_t t : order) {
+    if (p.persistent(t) != state) continue;
     for (const option how : {option::swap, option::recompute}) {
       const candidate c = walk.cost(t, how);
       if (c.better_than(best)) best = c;
@@ -180,8 +238,9 @@ candidate scan_every_tensor(algo2& walk, const problem& p) {
 TEST_CASE("Algo 2 line 7: the candidate index picks what costing every tensor picks") {
   // detail/tsplit_candidates.hpp visits candidates by a lower bound and
   // stops early; at every decision of these walks its pick must be the
-  // scan's: the same tensor and option, ΔT and ΔM. A delay or split option
-  // (not in the scan) must beat the scan's pick outright.
+  // scan's (over the parameters and optimizer state only when no other
+  // tensor is left): the same tensor and option, ΔT and ΔM. A delay or
+  // split option (not in the scan) must beat the scan's pick outright.
   const device_spec titan = find_device("titan-rtx");
   int free = 0;
   int costly = 0;
@@ -202,9 +261,10 @@ TEST_CASE("Algo 2 line 7: the candidate index picks what costing every tensor pi
           while (walk.memory() > static_cast<bytes_t>(share * static_cast<double>(p.baseline_peak()))) {
             const candidate c = walk.best();
             if (!c.valid()) break;
-            const candidate scan = scan_every_tensor(walk, p);
+            const candidate others = scan_every_tensor(walk, p, false);
+            const candidate scan = others.valid() ? others : scan_every_tensor(walk, p, true);
             if (c.delay || c.split.parts > 1) {
-              CHECK(c.better_than(scan));
+              CHECK(c.better_than(others));
               ++other;
             } else {
               REQUIRE(scan.valid());

@@ -56,13 +56,16 @@ class candidate_index {
     const bytes_t b = p_->bytes[ti];
     if (b <= 0) return;  // frees nothing: never a candidate
     const bool fresh = made == p_->producer[ti];
+    const bool state = p_->persistent(t);
     const auto [it, added] = size_index_.try_emplace(b, static_cast<index_t>(streams_.size()));
     if (added) {
       const double to_host = dev_->d2h.transfer_us(b);
-      streams_.push_back({b, to_host, true, {}});
-      streams_.push_back({b, to_host, false, {}});
+      for (const bool s : {false, true}) {
+        streams_.push_back({b, to_host, true, s, {}});
+        streams_.push_back({b, to_host, false, s, {}});
+      }
     }
-    stream_of_[ti] = it->second + (fresh ? 0 : 1);
+    stream_of_[ti] = it->second + (state ? 2 : 0) + (fresh ? 0 : 1);
     entry_[ti] = (static_cast<std::uint64_t>(made + 1) << 32) | static_cast<std::uint32_t>(t);
     streams_[static_cast<std::size_t>(stream_of_[ti])].by_made.insert(entry_[ti]);
     if (const double r = recompute_bound(t); r < std::numeric_limits<double>::infinity()) by_recompute_.insert({r, t});
@@ -74,19 +77,22 @@ class candidate_index {
     if (const double r = recompute_bound(t); r < std::numeric_limits<double>::infinity()) by_recompute_.erase({r, t});
   }
 
-  /// Calls visit(t, how) for the pairs in ascending order of their lower
+  /// Calls visit(t, how) for the pairs of the parameters and optimizer state
+  /// (`state`) or of the other tensors in ascending order of their lower
   /// bound at step `i`, while that bound is at most bound() (the best
   /// ΔT/ΔM so far; infinity when there is none), ties and rounding
   /// included. visit
   /// returns false when no tensor made after t's producer can beat the best
   /// any more: the rest of a fresh stream is skipped.
   template <class Bound, class Visit>
-  void visit(const link_occupancy& out, index_t i, Bound bound, Visit visit) {
+  void visit(const link_occupancy& out, index_t i, bool state, Bound bound, Visit visit) {
     heads_.clear();
     for (std::size_t s = 0; s < streams_.size(); ++s) {
-      if (!streams_[s].by_made.empty()) push_swap(out, i, static_cast<index_t>(s), streams_[s].by_made.begin());
+      if (streams_[s].state == state && !streams_[s].by_made.empty()) {
+        push_swap(out, i, static_cast<index_t>(s), streams_[s].by_made.begin());
+      }
     }
-    if (!by_recompute_.empty()) push_recompute(by_recompute_.begin());
+    if (!state && !by_recompute_.empty()) push_recompute(by_recompute_.begin());
     while (!heads_.empty()) {
       std::pop_heap(heads_.begin(), heads_.end(), later);
       const head h = heads_.back();
@@ -108,11 +114,13 @@ class candidate_index {
  private:
   using by_made_t = std::set<std::uint64_t>;  ///< (j + 1) << 32 | tensor
   using by_recompute_t = std::set<std::pair<double, index_t>>;  ///< (T_producer / size, tensor)
-  /// The tensors of one size, fresh or back from an eviction, in order of j.
+  /// The tensors of one size, fresh or back from an eviction, of the
+  /// training's state or not, in order of j.
   struct stream {
     bytes_t bytes = 0;
     double to_host_us = 0;  ///< T_d2h(bytes)
     bool fresh = true;
+    bool state = false;  ///< parameters and optimizer state
     by_made_t by_made;
   };
   /// One stream's (or the recompute order's) next pair.
@@ -126,11 +134,12 @@ class candidate_index {
   };
   static bool later(const head& a, const head& b) noexcept { return a.lower_bound > b.lower_bound; }
 
-  /// T_producer / size; infinite where t cannot be recomputed.
+  /// T_producer / size; infinite where t cannot be recomputed (Algo 2 never
+  /// recomputes parameters or optimizer state).
   [[nodiscard]] double recompute_bound(index_t t) const {
     const auto ti = static_cast<std::size_t>(t);
     const index_t producer = p_->producer[ti];
-    if (producer == no_index || !p_->recomputable[static_cast<std::size_t>(producer)]) {
+    if (producer == no_index || !p_->recomputable[static_cast<std::size_t>(producer)] || p_->persistent(t)) {
       return std::numeric_limits<double>::infinity();
     }
     return p_->time_us[static_cast<std::size_t>(producer)] / static_cast<double>(p_->bytes[ti]);
@@ -153,7 +162,7 @@ class candidate_index {
   const device_spec* dev_;
   std::vector<index_t> stream_of_;      ///< per tensor: into streams_
   std::vector<std::uint64_t> entry_;    ///< per tensor: its key in its stream
-  std::unordered_map<bytes_t, index_t> size_index_;  ///< size -> its fresh stream (the next one: the others)
+  std::unordered_map<bytes_t, index_t> size_index_;  ///< size -> its first of four streams
   std::vector<stream> streams_;
   by_recompute_t by_recompute_;
   std::vector<head> heads_;

@@ -41,12 +41,13 @@ class emitter {
         where_(p.num_tensors(), residence::device), has_host_(p.num_tensors(), 0), held_parts_(p.num_tensors(), 1),
         host_parts_(p.num_tensors(), 1), split_at_(p.num_steps(), no_index),
         read_dead_(p.num_tensors(), 0), tensor_stamp_(p.num_tensors(), 0), step_stamp_(p.num_steps(), 0),
-        last_reader_(p.num_tensors(), 0), evict_after_(p.num_steps()), prefetch_at_(p.num_steps()) {
+        last_reader_(p.num_tensors(), 0), evict_after_(p.num_steps() + 1), prefetch_at_(p.num_steps()) {
     for (std::size_t k = splits.size(); k-- > 0;) split_at_[static_cast<std::size_t>(splits[k].step)] = static_cast<index_t>(k);
     splits_ = splits;
     for (std::size_t e = 0; e < evictions.size(); ++e) {
       if (evictions[e].parts == 1) {
-        evict_after_[static_cast<std::size_t>(evictions[e].from)].push_back(static_cast<index_t>(e));
+        // from = no_index: the tensor has no producer and leaves at the start.
+        evict_after_[static_cast<std::size_t>(evictions[e].from + 1)].push_back(static_cast<index_t>(e));
       }
       if (evictions[e].how == option::swap) {
         prefetch_at_[static_cast<std::size_t>(evictions[e].prefetch)].push_back(static_cast<index_t>(e));
@@ -57,6 +58,7 @@ class emitter {
   /// Emits every step in schedule order.
   void run() {
     const problem& p = *p_;
+    leave(0);
     for (std::size_t si = 0; si < p.num_steps(); ++si) {
       const auto s = static_cast<index_t>(si);
       for (const index_t e : prefetch_at_[si]) {
@@ -82,13 +84,7 @@ class emitter {
           }
         }
       }
-      for (const index_t e : evict_after_[si]) {
-        const eviction& ev = evictions_[static_cast<std::size_t>(e)];
-        const auto ti = static_cast<std::size_t>(ev.tensor);
-        if (where_[ti] != residence::device) continue;
-        b_.decide(ev.tensor, ev.how == option::swap ? decision::swap : decision::recompute);
-        release(ev.tensor, ev.how == option::swap);
-      }
+      leave(si + 1);
     }
   }
 
@@ -99,6 +95,16 @@ class emitter {
  private:
   enum class residence : std::uint8_t { device, freed, host, dead };
 
+  /// The evictions of slot k of evict_after_ (after step k - 1; 0: at the start).
+  void leave(std::size_t k) {
+    for (const index_t e : evict_after_[k]) {
+      const eviction& ev = evictions_[static_cast<std::size_t>(e)];
+      const auto ti = static_cast<std::size_t>(ev.tensor);
+      if (where_[ti] != residence::device) continue;
+      b_.decide(ev.tensor, ev.how == option::swap ? decision::swap : decision::recompute);
+      release(ev.tensor, ev.how == option::swap);
+    }
+  }
   /// Swaps t out (`save`) or frees it, whole or micro-tensor by micro-tensor.
   void release(index_t t, bool save) {
     const auto ti = static_cast<std::size_t>(t);
@@ -316,7 +322,7 @@ class emitter {
   std::vector<std::size_t> last_reader_;
   std::vector<index_t> seq_;  ///< step to recompute, or -t-1: swap t in
   std::vector<frame> frames_;
-  std::vector<std::vector<index_t>> evict_after_;  ///< per step: evictions leaving after it
+  std::vector<std::vector<index_t>> evict_after_;  ///< per step + 1: evictions leaving after it
   std::vector<std::vector<index_t>> prefetch_at_;  ///< per step: swap-ins issued as it starts
   index_t last_compute_ = no_index;
 };
