@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -74,11 +75,19 @@ inline index_t count(const plan& pl, action_kind k) {
 /// Runs `pl` on a backend device whose arena is exactly `budget`; checks
 /// every value, the kept parameters, the memory, and that every byte comes
 /// back. Returns the run's figures.
+/// `timing`: issue in the simulator's start order on that device (else list order).
 template <class Backend>
-runtime::run_stats run_checked(Backend& backend, const float_workload& w, const plan& pl, bytes_t budget) {
-  const bytes_t pinned = runtime::layout_of(w.p, pl).pinned_peak;
+runtime::run_stats run_checked(Backend& backend, const float_workload& w, const plan& pl, bytes_t budget,
+                               const device_spec* timing = nullptr) {
+  const bytes_t pinned = runtime::pinned_bytes(w.p, pl, timing);
   const auto dev = backend.make(budget, pinned);
-  runtime::executor<typename Backend::device> ex(*dev, w.p, pl);
+  std::optional<runtime::executor<typename Backend::device>> made;
+  if (timing != nullptr) {
+    made.emplace(*dev, w.p, pl, *timing);
+  } else {
+    made.emplace(*dev, w.p, pl);
+  }
+  auto& ex = *made;
   integrity check(pl.actions.size());
   const runtime::run_stats stats = ex.run(backend.op(w, check), backend.load(w));
   CHECK(check.total() == 0);
@@ -127,7 +136,7 @@ void check_every_planner(Backend& backend) {
         if (!v.ok) continue;  // not the executor's to run
         ++feasible;
         ++runs;
-        const runtime::run_stats stats = run_checked(backend, w, pl, budget);
+        const runtime::run_stats stats = run_checked(backend, w, pl, budget, &dev);
         const auto micro = static_cast<index_t>(std::ranges::count_if(
             pl.actions, [](const action& a) { return runtime::detail::part_of(a) != no_index; }));
         CHECK(stats.micro_actions == micro);  // every micro-op and micro-tensor action ran as one

@@ -276,7 +276,7 @@ TEST_CASE("every planner on generated graphs: valid within budget, or infeasible
         // The executor's integrity check (issue 10) where the arena is small
         // enough to allocate: every op reads exactly what it would unplanned.
         if (failure.empty() && check.feasible && p.baseline_peak() <= integrity_limit) {
-          const testing::integrity_check run = testing::check_integrity(p, check.plan, budget);
+          const testing::integrity_check run = testing::check_integrity(p, check.plan, budget, &dev);
           failure = run.failure;
           executed += run.ran ? 1 : 0;
         }

@@ -14,7 +14,8 @@
 ///   load(index_t t, void* device_address, stream_view s)  fills a tensor
 ///       without a producer (input, parameter, state) before the run.
 ///
-/// The device's pinned pool must hold `layout_of(p, pl).pinned_peak` bytes.
+/// The device's pinned pool must hold `pinned_bytes(p, pl, timing)` bytes
+/// (`layout_of(p, pl).pinned_peak` when issuing in list order).
 ///
 /// How the actions map to the device: three streams (compute, d2h, h2d, the
 /// simulator's), one event per action recorded after it; a wait becomes an
@@ -68,8 +69,39 @@
 #include "memplan/runtime/device.hpp"
 #include "memplan/runtime/layout.hpp"
 #include "memplan/runtime/pool.hpp"
+#include "memplan/sim/simulator.hpp"
 
 namespace memplan::runtime {
+
+/// The order in which an executor made with `timing` issues `pl`'s
+/// actions: as the simulator starts them on that
+/// device (ties in list order: a wait or a stream predecessor never starts
+/// later), or list order without `timing` or where the simulator finds the
+/// plan infeasible. (The simulator may start a micro-op reading micro-tensor
+/// k of a whole tensor before a copy stream's release splits it, and an
+/// action reading the whole tensor after: the executor splits a tensor when
+/// the first of them is issued, and hands a whole read of a split tensor its
+/// pieces.)
+[[nodiscard]] inline std::vector<index_t> issue_order(const problem& p, const plan& pl, const device_spec* timing) {
+  std::vector<index_t> order(pl.actions.size());
+  for (std::size_t a = 0; a < order.size(); ++a) order[a] = static_cast<index_t>(a);
+  if (timing == nullptr) return order;
+  const report r = simulator().run(p, pl, *timing, pl.budget, simulate_options{true, false});
+  if (!r.feasible || r.timeline.size() != pl.actions.size()) return order;
+  std::vector<double> start(pl.actions.size());
+  for (const action_interval& row : r.timeline) start[static_cast<std::size_t>(row.action)] = row.start_us;
+  std::ranges::stable_sort(order, [&](index_t x, index_t y) {
+    return start[static_cast<std::size_t>(x)] < start[static_cast<std::size_t>(y)];
+  });
+  return order;
+}
+
+/// The pinned bytes an executor made with `timing` needs for `pl`: host
+/// copies live at once in its issue order (`layout_of(p, pl).pinned_peak`
+/// without timing).
+[[nodiscard]] inline bytes_t pinned_bytes(const problem& p, const plan& pl, const device_spec* timing = nullptr) {
+  return pinned_peak(layout_of(p, pl), issue_order(p, pl, timing));
+}
 
 /// Contiguous device bytes of a tensor.
 struct piece {
@@ -141,8 +173,24 @@ class executor {
   using stream_view = typename D::stream_view;
 
   /// Prepares `pl` (for `p`) to run on `dev`; both must outlive the executor.
+  /// Actions are issued in list order.
   /// \throws invalid_argument if the action list is malformed (layout_of).
-  executor(D& dev, const problem& p, const plan& pl)
+  executor(D& dev, const problem& p, const plan& pl) : executor(dev, p, pl, nullptr) {}
+
+  /// The same, issuing the actions in the order the simulator starts them
+  /// on `timing` (the device the plan was made and validated for), so that
+  /// allocations come in the simulator's order: an action queued behind
+  /// its stream allocates when it would start, not when it is listed (a
+  /// swap-in behind another lets a later-listed op allocate first). Falls
+  /// back to list order if the simulator finds the plan infeasible.
+  executor(D& dev, const problem& p, const plan& pl, const device_spec& timing) : executor(dev, p, pl, &timing) {}
+
+  executor(const executor&) = delete;
+  executor& operator=(const executor&) = delete;
+  ~executor() { release(); }
+
+ private:
+  executor(D& dev, const problem& p, const plan& pl, const device_spec* timing)
       : dev_(&dev), p_(&p), pl_(&pl), layout_(layout_of(p, pl)), extents_(device_extents(layout_)),
         device_pool_(dev, dev.arena(), pl.budget > 0 ? pl.budget : dev.arena().capacity()),
         pinned_pool_(dev, dev.pinned()) {
@@ -154,16 +202,19 @@ class executor {
     std::size_t slots = 0, pieces = 0;
     for (const auto& ab : layout_.actions) {
       slots += ab.reads.size() + ab.writes.size();
-      for (const access& x : ab.reads) pieces += x.slices.size();
-      for (const access& x : ab.writes) pieces += x.slices.size();
+      for (const auto* list : {&ab.reads, &ab.writes}) {
+        for (const access& x : *list) {
+          for (const slice& sl : x.slices) pieces += piece_count(sl.buffer);
+        }
+      }
     }
     addresses_.resize(slots);
     regions_.resize(slots);
     pieces_.resize(pieces);
+    order_ = issue_order(p, pl, timing);
   }
-  executor(const executor&) = delete;
-  executor& operator=(const executor&) = delete;
-  ~executor() { release(); }
+
+ public:
 
   /// Runs the plan once: loads the tensors without a producer, issues every
   /// action, waits for all streams. Tensors kept after the run (persistent
@@ -180,14 +231,16 @@ class executor {
     stats_ = {};
     try {
       start(load);
-      const auto n = static_cast<index_t>(pl_->actions.size());
-      issued_.assign(static_cast<std::size_t>(n), 0);
-      for (index_t a = 0; a < n; ++a) {
+      issued_.assign(pl_->actions.size(), 0);
+      deferred_device_.clear();
+      deferred_host_.clear();
+      for (std::size_t i = 0; i < order_.size(); ++i) {
+        const index_t a = order_[i];
         if (issued_[static_cast<std::size_t>(a)] != 0) continue;  // issued ahead
         // An allocation that cannot fit with nothing pending may wait for
         // releases of later actions on other streams (see issue_ahead).
         while (!checked_issue(a, run_op)) {
-          if (!issue_ahead(a, run_op)) out_of_memory(a, layout_.actions[static_cast<std::size_t>(a)].allocates);
+          if (!issue_ahead(i, run_op)) out_of_memory(a, layout_.actions[static_cast<std::size_t>(a)].allocates);
         }
       }
       synchronize_all();
@@ -351,12 +404,13 @@ class executor {
   /// `blocked` only reorders actions that nothing orders (plan.hpp).
   /// \returns false if no action can go.
   template <class RunOp>
-  bool issue_ahead(index_t blocked, RunOp& run_op) {
-    const auto n = static_cast<index_t>(pl_->actions.size());
+  bool issue_ahead(std::size_t position, RunOp& run_op) {
+    const index_t blocked = order_[position];
     std::array<bool, stream_count> stuck{};
     stuck[static_cast<std::size_t>(stream_of(act(blocked).kind))] = true;
     const auto done = [&](index_t a) { return issued_[static_cast<std::size_t>(a)] != 0; };
-    for (index_t b = blocked + 1; b < n && !std::ranges::all_of(stuck, [](bool x) { return x; }); ++b) {
+    for (std::size_t i = position + 1; i < order_.size() && !std::ranges::all_of(stuck, [](bool x) { return x; }); ++i) {
+      const index_t b = order_[i];
       if (done(b)) continue;
       const auto st = static_cast<std::size_t>(stream_of(act(b).kind));
       if (stuck[st]) continue;
@@ -407,7 +461,8 @@ class executor {
     auto& s = stream(stream_of(x.kind));
     if (!allocate(ab.allocates)) return false;
     issued_[static_cast<std::size_t>(a)] = 1;
-    if (ab.splits != no_index) split_in_place(ab.splits);
+    split_before(ab);
+    if (ab.splits != no_index && state(device_state_, ab.splits) == held::live) split_in_place(ab.splits);
     if (detail::part_of(x) != no_index) ++stats_.micro_actions;
     for (const index_t w : pl_->waits_of(static_cast<std::size_t>(a))) {
       if (stream_of(act(w).kind) != stream_of(x.kind)) dev_->wait(s, events_[static_cast<std::size_t>(w)]);
@@ -454,8 +509,24 @@ class executor {
       case action_kind::free: break;  // nothing runs; the release below is the action
     }
     dev_->record(events_[static_cast<std::size_t>(a)], s);
-    for (const index_t b : ab.releases_device) release_device(b);
-    for (const index_t h : ab.releases_host) release_host(h);
+    // A release goes once every holder is issued (with its event recorded):
+    // in list order at once; issued in start order, a holder listed earlier
+    // may start, and so be issued, after the release.
+    for (const index_t b : ab.releases_device) deferred_device_.push_back(b);
+    for (const index_t h : ab.releases_host) deferred_host_.push_back(h);
+    const auto issued = [&](const buffer& x) {
+      return std::ranges::all_of(x.holders, [&](index_t h) { return h == no_index || issued_[static_cast<std::size_t>(h)] != 0; });
+    };
+    std::erase_if(deferred_device_, [&](index_t b) {
+      if (!issued(layout_.device[static_cast<std::size_t>(b)])) return false;
+      release_device(b);
+      return true;
+    });
+    std::erase_if(deferred_host_, [&](index_t h) {
+      if (!issued(layout_.host[static_cast<std::size_t>(h)])) return false;
+      release_host(h);
+      return true;
+    });
     return true;
   }
 
@@ -487,14 +558,52 @@ class executor {
     state(device_state_, w) = held::none;
     ++stats_.splits_in_place;
   }
-  /// Fills the next address and region slot (and its pieces) for `x`.
+  /// Pieces a slice of device buffer `b` may come in: a whole buffer that is
+  /// split in place, its micro-tensors (it may be read after an early split).
+  std::size_t piece_count(index_t b) const {
+    const buffer& buf = layout_.device[static_cast<std::size_t>(b)];
+    return buf.split_into == no_index ? 1
+                                      : static_cast<std::size_t>(layout_.device[static_cast<std::size_t>(buf.split_into)].parts);
+  }
+  /// Issued in start order, an action may touch a micro-tensor of a whole
+  /// tensor before the release that splits it in place is issued: split it
+  /// now (bookkeeping only; the bytes are where they were).
+  void split_before(const action_buffers& ab) {
+    const auto early = [&](index_t b) {
+      if (b == no_index) return;
+      const index_t w = layout_.device[static_cast<std::size_t>(b)].whole;
+      if (w != no_index && state(device_state_, w) == held::live) split_in_place(w);
+    };
+    for (const auto* list : {&ab.reads, &ab.writes}) {
+      for (const access& x : *list) {
+        for (const slice& sl : x.slices) early(sl.buffer);
+      }
+    }
+    early(ab.device);
+    for (const index_t b : ab.releases_device) early(b);
+  }
+  /// Fills the next address and region slot (and its pieces) for `x`. A
+  /// slice of a whole buffer split in place already (issued in start order)
+  /// comes as the parts of its micro-tensors that cover it.
   void place(const access& x) {
     std::byte* const device = dev_->device_memory();
     piece* const first = pieces_.data() + piece_slot_;
     for (const slice& sl : x.slices) {
-      pieces_[piece_slot_++] = {device + offset(device_offset_, sl.buffer) + sl.offset, sl.bytes};
+      const buffer& buf = layout_.device[static_cast<std::size_t>(sl.buffer)];
+      if (buf.split_into == no_index || state(device_state_, sl.buffer) == held::live) {
+        pieces_[piece_slot_++] = {device + offset(device_offset_, sl.buffer) + sl.offset, sl.bytes};
+        continue;
+      }
+      const index_t parts = layout_.device[static_cast<std::size_t>(buf.split_into)].parts;
+      for (index_t j = 0; j < parts; ++j) {
+        const index_t m = buf.split_into + j;
+        const buffer& micro = layout_.device[static_cast<std::size_t>(m)];
+        const bytes_t from = std::max(sl.offset, micro.start);
+        const bytes_t to = std::min(sl.offset + sl.bytes, micro.start + micro.bytes);
+        if (to > from) pieces_[piece_slot_++] = {device + offset(device_offset_, m) + (from - micro.start), to - from};
+      }
     }
-    const std::span<const piece> pieces(first, x.slices.size());
+    const auto pieces = std::span<const piece>(first, static_cast<std::size_t>(pieces_.data() + piece_slot_ - first));
     regions_[slot_] = {x.offset, x.bytes, pieces};
     addresses_[slot_] = pieces.size() == 1 ? pieces.front().address : nullptr;
     ++slot_;
@@ -554,7 +663,7 @@ class executor {
       MEMPLAN_EXPECTS(!compacted && dev_->pinned().in_use() + arena::footprint(bytes) <= dev_->pinned().capacity(),
                       invalid_argument, "executor: the pinned pool (", dev_->pinned().capacity(), " bytes, ",
                       dev_->pinned().in_use(), " in use) cannot hold the host copy of ", name(a), " (", bytes,
-                      " bytes); this plan needs ", layout_.pinned_peak, " pinned bytes");
+                      " bytes); this plan needs ", pinned_peak(layout_, order_), " pinned bytes");
       compact();
       compacted = true;
     }
@@ -616,6 +725,8 @@ class executor {
   std::size_t slot_ = 0;
   std::size_t piece_slot_ = 0;
   std::vector<std::uint8_t> issued_;       ///< per action: issued in this run
+  std::vector<index_t> order_;             ///< the actions in the order they are issued
+  std::vector<index_t> deferred_device_, deferred_host_;  ///< releases waiting for a holder to be issued
   std::vector<held> device_state_, host_state_;
   std::vector<bytes_t> device_offset_, host_offset_;
   run_stats stats_;

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -456,6 +457,34 @@ inline std::string action_name(const problem& p, const plan& pl, index_t a) {
     for (const index_t h : ab.releases_host) pinned -= arena::footprint(at(l.host, h).bytes);
   }
   return l;
+}
+
+/// Host-copy bytes (arena footprints) live at once when `l`'s actions are
+/// issued in `order` (a permutation of them): each from the issue of the
+/// swap_out that makes it until its release and all its holders are issued.
+/// In list order this is `l.pinned_peak`.
+[[nodiscard]] inline bytes_t pinned_peak(const layout& l, std::span<const index_t> order) {
+  std::vector<index_t> position(l.actions.size());
+  for (std::size_t i = 0; i < order.size(); ++i) position[static_cast<std::size_t>(order[i])] = static_cast<index_t>(i);
+  std::vector<bytes_t> change(order.size() + 1, 0);  // at each position: bytes made, then (next slot) released
+  for (const buffer& b : l.host) {
+    if (b.release == no_index) {  // kept after the run
+      change[static_cast<std::size_t>(position[static_cast<std::size_t>(b.maker)])] += arena::footprint(b.bytes);
+      continue;
+    }
+    index_t gone = position[static_cast<std::size_t>(b.release)];
+    for (const index_t h : b.holders) {
+      if (h != no_index) gone = std::max(gone, position[static_cast<std::size_t>(h)]);
+    }
+    change[static_cast<std::size_t>(position[static_cast<std::size_t>(b.maker)])] += arena::footprint(b.bytes);
+    change[static_cast<std::size_t>(gone) + 1] -= arena::footprint(b.bytes);
+  }
+  bytes_t live = 0, peak = 0;
+  for (const bytes_t c : change) {
+    live += c;
+    peak = std::max(peak, live);
+  }
+  return peak;
 }
 
 }  // namespace memplan::runtime

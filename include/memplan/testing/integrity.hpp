@@ -12,16 +12,18 @@
 /// fills the bytes of its regions (its micro-tensors), byte i of a tensor
 /// always holding byte i % 8 of the digest, wherever its pieces lie.
 
-#include <exception>
 #include <algorithm>
+#include <exception>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "memplan/cost/device.hpp"
 #include "memplan/error.hpp"
 #include "memplan/host/device.hpp"
 #include "memplan/plan.hpp"
@@ -71,7 +73,10 @@ struct integrity_check {
 /// alignment unit per buffer, which the arena's rounding may take, and 64
 /// bytes per micro-op or micro-tensor action) and
 /// checks every input of every op against its reference digest.
-[[nodiscard]] inline integrity_check check_integrity(const problem& p, const plan& pl, bytes_t budget) {
+/// `timing`: the device the plan was made for, to issue in the simulator's
+/// start order (runtime::executor's constructor); null: list order.
+[[nodiscard]] inline integrity_check check_integrity(const problem& p, const plan& pl, bytes_t budget,
+                                                     const device_spec* timing = nullptr) {
   using memplan::detail::concat;
   // Reference digests, in schedule order with no planning.
   std::vector<std::uint64_t> digest(p.num_tensors());
@@ -84,7 +89,7 @@ struct integrity_check {
   }
   bytes_t pinned = 0;
   try {
-    pinned = runtime::layout_of(p, pl).pinned_peak;
+    pinned = runtime::pinned_bytes(p, pl, timing);
   } catch (const invalid_argument&) {
     return {false, ""};  // a list the simulator may accept but the executor refuses; none is known
   }
@@ -97,7 +102,13 @@ struct integrity_check {
   std::atomic<long> bad{0};
   std::atomic<index_t> first_bad{no_index};
   try {
-    runtime::executor<host::device> ex(dev, p, pl);
+    std::optional<runtime::executor<host::device>> made;
+    if (timing != nullptr) {
+      made.emplace(dev, p, pl, *timing);
+    } else {
+      made.emplace(dev, p, pl);
+    }
+    runtime::executor<host::device>& ex = *made;
     const auto run_op = [&](const runtime::op_call& call, host::stream_view) {
       const auto ins = p.inputs(call.step);
       for (std::size_t i = 0; i < ins.size(); ++i) {
