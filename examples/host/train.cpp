@@ -67,10 +67,12 @@ options parse(int argc, char** argv) {
 /// One training step of `w` under `pl`: loads `state` (every tensor without
 /// a producer), runs, moves the new parameters into `state`. Returns the
 /// loss, 0.5 · mean of (h - target)², computed by the loss op.
-double step(const example::float_workload& w, const plan& pl, bytes_t budget, std::vector<std::vector<float>>& state,
+double step(const example::float_workload& w, const plan& pl, const device_spec& spec, bytes_t budget,
+            std::vector<std::vector<float>>& state,
             runtime::run_stats& stats) {
-  host::device dev({.arena_bytes = budget, .pinned_bytes = runtime::layout_of(w.p, pl).pinned_peak, .before_copy = {}});
-  runtime::executor ex(dev, w.p, pl);
+  // Issued as the simulator starts the actions on the plan's device.
+  host::device dev({.arena_bytes = budget, .pinned_bytes = runtime::pinned_bytes(w.p, pl, &spec), .before_copy = {}});
+  runtime::executor ex(dev, w.p, pl, spec);
   double sum = 0;  // of g², written by the loss op (or its micro-ops) on the compute stream, read after run()
   stats = ex.run(
       [&](const runtime::op_call& call, host::stream_view) {
@@ -115,8 +117,8 @@ int main(int argc, char** argv) {
     bool all_identical = true;
     for (int it = 1; it <= o.iterations; ++it) {
       runtime::run_stats base_stats, stats;
-      const double base_loss = step(w, unplanned, peak, reference, base_stats);
-      const double loss = step(w, planned, budget, trained, stats);
+      const double base_loss = step(w, unplanned, spec, peak, reference, base_stats);
+      const double loss = step(w, planned, spec, budget, trained, stats);
       bool identical = base_loss == loss;
       for (const index_t t : w.weights) {  // bit for bit
         const auto& a = reference[static_cast<std::size_t>(t)];
