@@ -157,7 +157,7 @@ TEST_CASE("Eq. 2-3: swap cost at the Fig. 7 bottleneck, with the PCIe occupancy 
 
 TEST_CASE("Algo 2 line 7 swaps parameters only when no other tensor is left") {
   const problem p = fig7::make();
-  algo2 a(p, dev, 450);
+  algo2 a(p, dev, 450, false, true);
   walk_to(a, 3);
   // x's swap is free (ΔT/ΔM 0), yet s2 (free) and then s1 go first.
   const candidate first = a.best();
@@ -255,7 +255,7 @@ TEST_CASE("Algo 2 line 7: the candidate index picks what costing every tensor pi
         CAPTURE(std::string(name));
         CAPTURE(share);
         CAPTURE(split);
-        algo2 walk(p, titan, static_cast<bytes_t>(share * static_cast<double>(p.baseline_peak())), split);
+        algo2 walk(p, titan, static_cast<bytes_t>(share * static_cast<double>(p.baseline_peak())), split, true);
         for (std::size_t s = 0; s < p.num_steps(); ++s) {
           walk.advance();
           while (walk.memory() > static_cast<bytes_t>(share * static_cast<double>(p.baseline_peak()))) {

@@ -78,8 +78,11 @@ class algo2 {
   /// Split candidates: p_num tried for each input of the current op.
   static constexpr index_t split_parts[] = {2, 4, 8, 16, 32};
 
-  algo2(const problem& p, const device_spec& dev, bytes_t budget, bool split = false)
-      : p_(&p), dev_(&dev), budget_(budget), split_(split), base_(p.baseline_memory()),
+  /// \param swap_state also swap parameters and optimizer state, when no
+  ///        other option is left (see best()), and the tensors without a
+  ///        producer before their first use.
+  algo2(const problem& p, const device_spec& dev, bytes_t budget, bool split = false, bool swap_state = false)
+      : p_(&p), dev_(&dev), budget_(budget), split_(split), swap_state_(swap_state), base_(p.baseline_memory()),
         starts_(p.num_steps() + 1, 0), ends_(p.num_steps() + 1, 0), split_of_(p.num_steps(), no_index),
         parts_of_(p.num_tensors(), 1),
         out_(p.time_us), in_(p.time_us), cursor_(p.num_tensors(), 0), live_(p, dev), relink_at_(p.num_steps() + 1),
@@ -140,11 +143,11 @@ class algo2 {
   /// Algo 2 line 7: the (tensor, option) with the smallest ΔT/ΔM among the
   /// live tensors not read by the current op, oldest first on ties (then
   /// swap before recompute). Parameters and optimizer state (in TSPLIT's
-  /// M_i too, §IV-A) are swapped only when nothing else is left: Eq. 3 often
-  /// calls their copies free, early in the iteration, yet such large copies
-  /// delay the activations' swaps behind them (measured: resnet50 at
-  /// batch 1,769 on titan-rtx, 108.9 % overhead with them last, 125.0 %
-  /// with them ranked like the rest).
+  /// M_i too, §IV-A), with `swap_state`, are swapped only when nothing else
+  /// is left: Eq. 3 often calls their copies free, early in the iteration,
+  /// yet such large copies delay the activations' swaps behind them
+  /// (measured: resnet50 at batch 1,769 on titan-rtx, 108.9 % overhead with
+  /// them last, 125.0 % with them ranked like the rest).
   [[nodiscard]] candidate best() {
     candidate best = cheapest(false);
     // Eq. 3 asks M_k + size(s_j) <= M over the swap-in's window [p, q]: a
@@ -163,7 +166,7 @@ class algo2 {
         }
       }
     }
-    return best.valid() ? best : cheapest(true);
+    return best.valid() || !swap_state_ ? best : cheapest(true);
   }
 
   /// Line 7 over the live tensors of the training's state (`state`) or the
@@ -298,9 +301,10 @@ class algo2 {
     const index_t to = k < uses.size() ? uses[k] : end;
     if (to == end && step_ + 1 >= end) return c;  // no step left to swap it back in
     // from: the use (or producer) before the gap; no_index: the start, for
-    // a tensor without a producer, which the swap-out then begins.
+    // a tensor without a producer, which the swap-out then begins (with
+    // `swap_state` only, like the state itself).
     const index_t from = k > 0 ? uses[k - 1] : p.producer[ti];
-    if (from >= step_) return c;
+    if (from >= step_ || (from == no_index && !swap_state_)) return c;
     const index_t last = last_eviction_[ti];
     if (last != no_index && evictions_[static_cast<std::size_t>(last)].to == to) return c;  // evicted already
     c.what = {t, from, to, no_index, how};
@@ -466,6 +470,7 @@ class algo2 {
   const device_spec* dev_;
   bytes_t budget_;
   bool split_;                 ///< Step 2 of Algo 2 on
+  bool swap_state_;            ///< parameters and optimizer state are candidates
   std::vector<bytes_t> base_;  ///< M_i with no decision
   std::vector<bytes_t> starts_;  ///< per step: reductions that start there
   std::vector<bytes_t> ends_;  ///< per step: reductions that end there (the tensor is back)
