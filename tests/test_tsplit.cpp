@@ -217,6 +217,65 @@ TEST_CASE("Eq. 4: the recompute set grows when an input is itself recomputed") {
   CHECK(a.cost(fig7::s2, option::recompute).delta_t == 200);
 }
 
+// A chain whose three activations are recomputed for the backward pass
+// (steps in order; every tensor 100 B, every op 100 µs):
+//   0 f1: x(parameter) -> a1   2 f3: a2 -> a3   4 b4: a4 -> g4       6 b2: g3, a2 -> g2
+//   1 f2: a1 -> a2             3 f4: a3 -> a4   5 b3: g4, a3 -> g3   7 b1: g2, a1 -> g1
+// a1 leaves after f2 until b1, a2 after f3 until b2, a3 after f4 until b3.
+TEST_CASE("§V-D: memory-centric recomputation and its LRU improvement on a chain") {
+  using detail::tsplit::emitter;
+  using detail::tsplit::eviction;
+  test::graph_maker m;
+  const index_t x = m.tensor("x", 100, tensor_kind::parameter);
+  const index_t a1 = m.tensor("a1", 100, tensor_kind::activation);
+  const index_t a2 = m.tensor("a2", 100, tensor_kind::activation);
+  const index_t a3 = m.tensor("a3", 100, tensor_kind::activation);
+  const index_t a4 = m.tensor("a4", 100, tensor_kind::activation);
+  const index_t g4 = m.tensor("g4", 100, tensor_kind::gradient);
+  const index_t g3 = m.tensor("g3", 100, tensor_kind::gradient);
+  const index_t g2 = m.tensor("g2", 100, tensor_kind::gradient);
+  const index_t g1 = m.tensor("g1", 100, tensor_kind::gradient);
+  m.op("f1", 100, {x}, {a1});
+  m.op("f2", 100, {a1}, {a2});
+  m.op("f3", 100, {a2}, {a3});
+  m.op("f4", 100, {a3}, {a4});
+  m.op("b4", 100, {a4}, {g4}, 0, phase::backward);
+  m.op("b3", 100, {g4, a3}, {g3}, 0, phase::backward);
+  m.op("b2", 100, {g3, a2}, {g2}, 0, phase::backward);
+  m.op("b1", 100, {g2, a1}, {g1}, 0, phase::backward);
+  const problem p = m.compile();
+  const std::vector<eviction> evictions{{a1, 1, 7, no_index, option::recompute, 1},
+                                        {a2, 2, 6, no_index, option::recompute, 1},
+                                        {a3, 3, 5, no_index, option::recompute, 1}};
+  const std::vector<std::uint8_t> none(p.num_tensors(), 0);
+  // Emits the evictions with `room` per step and checks the plan's
+  // recomputations, the reads the kept intermediates spared, time and peak.
+  const auto check = [&](std::vector<bytes_t> room, long recomputes, std::size_t kept_reads, double time_us,
+                         bytes_t peak) {
+    emitter e(p, evictions, {}, "hand", 1000, none, room);
+    e.run();
+    CHECK(e.kept_reads() == kept_reads);
+    const plan pl = std::move(e).finish();
+    CHECK(std::ranges::count(pl.actions, action_kind::recompute, &action::kind) == recomputes);
+    const report r = simulate(p, pl, dev, 1000);
+    CHECK(r.time_us == doctest::Approx(time_us));
+    CHECK(r.peak_bytes == peak);
+    CHECK(validate(p, pl, dev, peak).ok);
+    CHECK_FALSE(simulate(p, pl, dev, peak - 1).feasible);
+  };
+  // Memory-centric (Fig. 11): b3 redoes f1 f2 f3, b2 f1 f2, b1 f1: N(N+1)/2 = 6
+  // ops, 800 + 600 µs. Peak 400 B: x and g4 with two of the chain while it
+  // runs again (a1 goes once f2 has read it), and x, g4, a3, g3 during b3.
+  check({}, 6, 0, 1400, 400);
+  // Room for both intermediates: the chain runs once, speed-centric, and a2
+  // and a1 wait for b2 and b1: 3 recomputations, 2 reads spared, 800 + 300
+  // µs; the 200 B of room on top: x, g4, a1, a2, a3, g3 during b3.
+  check(std::vector<bytes_t>(p.num_steps(), 200), 3, 2, 1100, 600);
+  // Room for one: a1, least recently used, is abandoned before b3 (peak
+  // 500: x, g4, a2, a3, g3); b2 finds a2, b1 makes a1 again: 800 + 400 µs.
+  check(std::vector<bytes_t>(p.num_steps(), 100), 4, 1, 1200, 500);
+}
+
 // Algo 2 line 7 as written: cost every tensor of the training's state
 // (`state`) or every other one, oldest first, swap before recompute, and
 // keep the first of the smallest ΔT/ΔM.

@@ -10,7 +10,8 @@
 /// Oc_u of the current plan) or recompute (Eq. 4) option has the smallest
 /// ΔT/ΔM, until the bottleneck is gone (detail/tsplit_algo2.hpp). The
 /// decisions become an action list with swaps on the copy streams and
-/// memory-centric recomputation (detail/tsplit_emit.hpp).
+/// memory-centric recomputation and its LRU improvement (§V-D,
+/// detail/tsplit_emit.hpp), the faster of the two plans kept.
 ///
 /// The simulator is the judge. Algo 2's memory model counts tensors at step
 /// granularity; where the simulated plan still overflows (a swap-out that
@@ -21,6 +22,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -37,10 +39,30 @@ namespace detail::tsplit {
 
 /// One run of Algo 2 against `target` and the plan it gives.
 struct attempt {
-  plan result;
+  plan result;  ///< memory-centric recomputation
+  plan lru;     ///< with §V-D's LRU improvement, if it spares a recomputation (else empty)
   index_t stuck = no_index;  ///< the first step no option could bring under `target`
   bytes_t stuck_memory = 0;  ///< M_i there after every option
 };
+
+struct emitted {
+  plan result;
+  std::size_t kept_reads = 0;
+};
+
+/// The action list of Algo 2's decisions (tsplit_emit.hpp), in two passes:
+/// the first finds the tensors that recomputations read after their last
+/// use, the second frees those early.
+inline emitted emit(const problem& p, const algo2& walk, std::string_view name, bytes_t budget,
+                    std::span<const bytes_t> room) {
+  const std::vector<std::uint8_t> none(p.num_tensors(), 0);
+  emitter first(p, walk.evictions(), walk.splits(), std::string(name), budget, none, room);
+  first.run();
+  emitter second(p, walk.evictions(), walk.splits(), std::string(name), budget, first.read_dead(), room);
+  second.run();
+  const std::size_t kept_reads = second.kept_reads();
+  return {std::move(second).finish(), kept_reads};
+}
 
 inline attempt plan_once(const problem& p, const device_spec& dev, std::string_view name, bytes_t budget,
                          bytes_t target, bool split, bool swap_state) {
@@ -53,14 +75,14 @@ inline attempt plan_once(const problem& p, const device_spec& dev, std::string_v
       a.stuck_memory = walk.memory();
     }
   }
-  // Two passes: the first finds the tensors that recomputations read after
-  // their last use, the second frees those early.
-  const std::vector<std::uint8_t> none(p.num_tensors(), 0);
-  emitter first(p, walk.evictions(), walk.splits(), std::string(name), budget, none);
-  first.run();
-  emitter second(p, walk.evictions(), walk.splits(), std::string(name), budget, first.read_dead());
-  second.run();
-  a.result = std::move(second).finish();
+  a.result = emit(p, walk, name, budget, {}).result;
+  // §V-D's LRU improvement keeps recomputed intermediates in the room
+  // Algo 2's model leaves under `target`.
+  const std::vector<bytes_t> memory = walk.memory_curve();
+  std::vector<bytes_t> room(memory.size());
+  for (std::size_t i = 0; i < room.size(); ++i) room[i] = std::max<bytes_t>(target - memory[i], 0);
+  emitted lru = emit(p, walk, name, budget, room);
+  if (lru.kept_reads > 0) a.lru = std::move(lru.result);
   return a;
 }
 
@@ -76,7 +98,14 @@ inline plan plan_with_feedback(const problem& p, const device_spec& dev, bytes_t
   bytes_t target = budget;
   for (int round = 0; round < rounds && target > 0; ++round) {
     attempt a = plan_once(p, dev, name, budget, target, split, swap_state);
-    const report r = sim.run(p, a.result, dev, budget);
+    report r = sim.run(p, a.result, dev, budget);
+    if (!a.lru.actions.empty()) {  // the faster of the two that fit
+      const report kept = sim.run(p, a.lru, dev, budget);
+      if (kept.feasible && (!r.feasible || kept.time_us < r.time_us)) {
+        r = kept;
+        a.result = std::move(a.lru);
+      }
+    }
     if (r.feasible) {
       a.result.best_peak = r.peak_bytes;
       return std::move(a.result);

@@ -330,7 +330,7 @@ class algo2 {
     if (c.delay) {
       const auto ti = static_cast<std::size_t>(c.what.tensor);
       eviction& e = evictions_[static_cast<std::size_t>(last_eviction_[ti])];
-      reduced_ += c.delta_m;
+      reduce_now(c.delta_m);
       ends_[static_cast<std::size_t>(c.what.prefetch)] += c.delta_m;
       e.prefetch = c.what.prefetch;
       made_[ti] = e.prefetch - 1;
@@ -344,7 +344,7 @@ class algo2 {
       if (split_of_[si] == no_index) split_of_[si] = static_cast<index_t>(splits_.size());
       splits_.push_back(c.split);
       if (!c.split.dead) splits_.back().eviction = static_cast<index_t>(evictions_.size());
-      reduced_ += c.delta_m;
+      reduce_now(c.delta_m);
       ends_[si + 1] += c.delta_m;
       for (const index_t o : p_->outputs(step_)) {
         if (splits_with_batch(p_->kind[static_cast<std::size_t>(o)])) parts_of_[static_cast<std::size_t>(o)] = c.split.parts;
@@ -356,14 +356,33 @@ class algo2 {
       evict(c.what, b, step_);
       return;
     }
-    reduced_ += c.delta_m;
+    reduce_now(c.delta_m);
     if (c.what.how == option::recompute) recompute_transient(c.what);
     evict(c.what, c.delta_m, made_[static_cast<std::size_t>(c.what.tensor)] + 1);
   }
 
   [[nodiscard]] const std::vector<split_choice>& splits() const noexcept { return splits_; }
 
+  /// M_i of every step under all the decisions made (those of later
+  /// bottlenecks lower earlier steps too): what the walk counts, after it.
+  [[nodiscard]] std::vector<bytes_t> memory_curve() const {
+    std::vector<bytes_t> m(p_->num_steps());
+    bytes_t reduced = 0;
+    for (std::size_t i = 0; i < m.size(); ++i) {
+      reduced += starts_[i] - ends_[i];
+      m[i] = base_[i] - reduced;
+    }
+    return m;
+  }
+
  private:
+  /// A reduction of M that starts at the current step (starts_ keeps it
+  /// for memory_curve(); advance() has read this step's entry already).
+  void reduce_now(bytes_t bytes) {
+    reduced_ += bytes;
+    starts_[static_cast<std::size_t>(step_)] += bytes;
+  }
+
   /// Memory-centric recomputation (§V-D) makes I's intermediates for a
   /// moment just before step `to`, when the op's own outputs and workspace
   /// are not allocated yet: M_to counts what they exceed those by, so that a

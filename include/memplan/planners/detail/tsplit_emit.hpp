@@ -12,13 +12,23 @@
 /// last recomputation that reads it is issued, so a chain needs O(1) extra
 /// memory and is redone from the checkpoint for each later use.
 ///
+/// With the LRU improvement of §V-D ("execute as the speed-centric manner
+/// and abandon the least recently used intermediate tensor once the
+/// available memory is not enough"), an intermediate that the schedule
+/// reads again is kept instead, until that read, as long as the kept ones
+/// fit the room Algo 2's memory model leaves at each step (`room`); when
+/// they do not, the least recently used go first. A later recomputation
+/// or the schedule's own read then finds it on the device.
+///
 /// A split op (§V-A, Fig. 10) runs as its micro-ops, and after micro-op k
 /// micro-tensor k of the chosen input is swapped out or freed. Its outputs
 /// stay micro-tensors; readers take them whole without a copy (plan.hpp), and
 /// a later swap or free of such a tensor moves each micro-tensor.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <set>
 #include <span>
 #include <string>
 #include <utility>
@@ -35,13 +45,18 @@ class emitter {
   /// \param free_dead per tensor: free it after its last use in the
   ///        schedule, because a recomputation reads it later (else the
   ///        contract keeps it on the device until then).
+  /// \param room per step: the bytes that recomputed intermediates may
+  ///        keep on the device (§V-D's LRU improvement); empty: none, pure
+  ///        memory-centric recomputation.
   emitter(const problem& p, std::span<const eviction> evictions, std::span<const split_choice> splits,
-          std::string planner, bytes_t budget, const std::vector<std::uint8_t>& free_dead)
-      : p_(&p), evictions_(evictions), free_dead_(&free_dead), b_(p, std::move(planner), budget),
+          std::string planner, bytes_t budget, const std::vector<std::uint8_t>& free_dead,
+          std::span<const bytes_t> room = {})
+      : p_(&p), evictions_(evictions), free_dead_(&free_dead), room_(room), b_(p, std::move(planner), budget),
         where_(p.num_tensors(), residence::device), has_host_(p.num_tensors(), 0), held_parts_(p.num_tensors(), 1),
         host_parts_(p.num_tensors(), 1), split_at_(p.num_steps(), no_index),
         read_dead_(p.num_tensors(), 0), tensor_stamp_(p.num_tensors(), 0), step_stamp_(p.num_steps(), 0),
-        last_reader_(p.num_tensors(), 0), evict_after_(p.num_steps() + 1), prefetch_at_(p.num_steps()) {
+        last_reader_(p.num_tensors(), 0), kept_until_(p.num_tensors(), no_index),
+        last_read_(p.num_tensors(), 0), evict_after_(p.num_steps() + 1), prefetch_at_(p.num_steps()) {
     for (std::size_t k = splits.size(); k-- > 0;) split_at_[static_cast<std::size_t>(splits[k].step)] = static_cast<index_t>(k);
     splits_ = splits;
     for (std::size_t e = 0; e < evictions.size(); ++e) {
@@ -61,12 +76,14 @@ class emitter {
     leave(0);
     for (std::size_t si = 0; si < p.num_steps(); ++si) {
       const auto s = static_cast<index_t>(si);
+      keep_within(s);
       for (const index_t e : prefetch_at_[si]) {
         const index_t t = evictions_[static_cast<std::size_t>(e)].tensor;
         if (where_[static_cast<std::size_t>(t)] != residence::host) continue;  // a recomputation made it
         bring_back(t, last_compute_);  // in-trigger: the start of step p
       }
       bring_inputs(s);
+      keep_within(s);
       if (split_at_[si] == no_index) {
         last_compute_ = b_.compute(s);
       } else {
@@ -88,6 +105,9 @@ class emitter {
     }
   }
 
+  /// Reads of kept intermediates, by a recomputation or by the schedule,
+  /// each one recomputation spared (§V-D's LRU improvement).
+  [[nodiscard]] std::size_t kept_reads() const noexcept { return kept_reads_; }
   /// Tensors a recomputation read after their last use in the schedule.
   [[nodiscard]] const std::vector<std::uint8_t>& read_dead() const noexcept { return read_dead_; }
   [[nodiscard]] plan finish() && { return std::move(b_).finish(); }
@@ -192,7 +212,9 @@ class emitter {
     const problem& p = *p_;
     const auto xi = static_cast<std::size_t>(x);
     switch (where_[xi]) {
-      case residence::device: return need::nothing;
+      case residence::device:
+        if (kept_until_[xi] != no_index) touch(x);
+        return need::nothing;
       case residence::host: return need::swap_in;
       case residence::freed: return need::recompute;
       case residence::dead: {
@@ -252,6 +274,7 @@ class emitter {
   void bring_inputs(index_t s) {
     const problem& p = *p_;
     ++stamp_;
+    now_ = s;
     seq_.clear();
     for (const index_t t : p.inputs(s)) visit(t);
     if (seq_.empty()) return;
@@ -293,11 +316,56 @@ class emitter {
       for (const index_t o : p.outputs(r)) drop(o, k);
     }
   }
-  /// Frees intermediate x if entry k of the sequence is its last reader.
+  /// Frees intermediate x if entry k of the sequence is its last reader,
+  /// or keeps it until the schedule's next read of it (§V-D, LRU) if it was
+  /// recomputed and there is room for it.
   void drop(index_t x, std::size_t k) {
     const auto xi = static_cast<std::size_t>(x);
     if (tensor_stamp_[xi] != stamp_ || last_reader_[xi] != k || where_[xi] != residence::device) return;
-    release(x, false);
+    const problem& p = *p_;
+    const auto uses = p.uses(x);
+    const auto next = std::upper_bound(uses.begin(), uses.end(), now_);
+    if (room_.empty() || has_host_[xi] || held_parts_[xi] != 1 || next == uses.end()) {
+      release(x, false);
+      return;
+    }
+    kept_until_[xi] = *next;
+    kept_bytes_ += p.bytes[xi];
+    last_read_[xi] = ++clock_;
+    lru_.insert({clock_, x});
+  }
+  /// A kept intermediate read again: it becomes the most recently used.
+  void touch(index_t x) {
+    const auto xi = static_cast<std::size_t>(x);
+    lru_.erase({last_read_[xi], x});
+    last_read_[xi] = ++clock_;
+    lru_.insert({clock_, x});
+    ++kept_reads_;
+  }
+  /// Before step s and before its compute: the kept intermediates the
+  /// schedule reads at s are Algo 2's again (its model counts them from
+  /// there); the others must fit room_[s], least recently used freed first.
+  void keep_within(index_t s) {
+    if (room_.empty()) return;
+    const problem& p = *p_;
+    for (auto it = lru_.begin(); it != lru_.end();) {
+      const auto xi = static_cast<std::size_t>(it->second);
+      if (kept_until_[xi] > s) {
+        ++it;
+        continue;
+      }
+      kept_until_[xi] = no_index;
+      kept_bytes_ -= p.bytes[xi];
+      it = lru_.erase(it);
+      ++kept_reads_;
+    }
+    while (kept_bytes_ > room_[static_cast<std::size_t>(s)]) {
+      const index_t x = lru_.begin()->second;
+      lru_.erase(lru_.begin());
+      kept_until_[static_cast<std::size_t>(x)] = no_index;
+      kept_bytes_ -= p.bytes[static_cast<std::size_t>(x)];
+      release(x, false);
+    }
   }
 
   struct frame {
@@ -308,6 +376,7 @@ class emitter {
   const problem* p_;
   std::span<const eviction> evictions_;
   const std::vector<std::uint8_t>* free_dead_;
+  std::span<const bytes_t> room_;
   plan_builder b_;
   std::vector<residence> where_;
   std::vector<std::uint8_t> has_host_;  ///< a swap-out saved it; the host copy stays valid
@@ -320,6 +389,13 @@ class emitter {
   std::vector<std::uint32_t> step_stamp_;
   std::uint32_t stamp_ = 0;
   std::vector<std::size_t> last_reader_;
+  std::vector<index_t> kept_until_;  ///< per kept intermediate: the schedule's next read of it
+  std::vector<std::uint64_t> last_read_;  ///< per kept intermediate: when it was last read (clock_)
+  std::set<std::pair<std::uint64_t, index_t>> lru_;  ///< the kept intermediates, least recently read first
+  std::uint64_t clock_ = 0;
+  index_t now_ = 0;  ///< the step whose inputs are being brought
+  bytes_t kept_bytes_ = 0;
+  std::size_t kept_reads_ = 0;
   std::vector<index_t> seq_;  ///< step to recompute, or -t-1: swap t in
   std::vector<frame> frames_;
   std::vector<std::vector<index_t>> evict_after_;  ///< per step + 1: evictions leaving after it
