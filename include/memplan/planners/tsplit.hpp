@@ -17,7 +17,9 @@
 /// granularity; where the simulated plan still overflows (a swap-out that
 /// ends late, a recomputation chain's transient tensors), the walk is
 /// repeated against a budget lowered by the overflow, a few times — a
-/// feedback step the paper's one-shot planner does not have.
+/// feedback step the paper's one-shot planner does not have. Where the
+/// plan's swaps stall the compute stream, Algo 2 runs again assuming
+/// slower links, and the fastest plan that fits is kept (plan_tsplit).
 
 #include <algorithm>
 #include <cstdint>
@@ -86,9 +88,10 @@ inline attempt plan_once(const problem& p, const device_spec& dev, std::string_v
   return a;
 }
 
-/// Algo 2 with the simulator's feedback (see the file comment).
-inline plan plan_with_feedback(const problem& p, const device_spec& dev, bytes_t budget, std::string_view name,
-                               bool split, bool swap_state) {
+/// Algo 2 with the simulator's feedback (see the file comment); Algo 2
+/// costs swaps on `assumed`, the simulator runs the plan on `dev`.
+inline plan plan_with_feedback(const problem& p, const device_spec& dev, const device_spec& assumed, bytes_t budget,
+                               std::string_view name, bool split, bool swap_state) {
   constexpr int rounds = 6;
   constexpr bytes_t unlimited = std::numeric_limits<bytes_t>::max() / 2;
   simulator sim;
@@ -97,7 +100,7 @@ inline plan plan_with_feedback(const problem& p, const device_spec& dev, bytes_t
   std::string why;
   bytes_t target = budget;
   for (int round = 0; round < rounds && target > 0; ++round) {
-    attempt a = plan_once(p, dev, name, budget, target, split, swap_state);
+    attempt a = plan_once(p, assumed, name, budget, target, split, swap_state);
     report r = sim.run(p, a.result, dev, budget);
     if (!a.lru.actions.empty()) {  // the faster of the two that fit
       const report kept = sim.run(p, a.lru, dev, budget);
@@ -122,7 +125,7 @@ inline plan plan_with_feedback(const problem& p, const device_spec& dev, bytes_t
     if (a.stuck != no_index || !free_run.feasible) break;  // a lower target cannot help
     target -= std::max(free_run.peak_bytes - budget, budget / 64 + 1);
   }
-  if (best.actions.empty()) best = plan_once(p, dev, name, budget, budget, split, swap_state).result;
+  if (best.actions.empty()) best = plan_once(p, assumed, name, budget, budget, split, swap_state).result;
   best.feasible = false;
   best.best_peak = best_peak;
   best.reason = concat(name, ": ", why, "; the smallest peak reached is ", best_peak, " bytes (",
@@ -135,11 +138,54 @@ inline plan plan_with_feedback(const problem& p, const device_spec& dev, bytes_t
 /// conservative (a step it cannot resolve may still fit in the simulator),
 /// and swapping the state there only to satisfy the model costs time
 /// (the DTR Transformer log at 90 %: 6.6 % overhead instead of 0.3 %).
-inline plan plan_tsplit(const problem& p, const device_spec& dev, bytes_t budget, std::string_view name, bool split) {
-  plan without = plan_with_feedback(p, dev, budget, name, split, false);
+inline plan plan_state(const problem& p, const device_spec& dev, const device_spec& assumed, bytes_t budget,
+                       std::string_view name, bool split) {
+  plan without = plan_with_feedback(p, dev, assumed, budget, name, split, false);
   if (without.feasible) return without;
-  plan with = plan_with_feedback(p, dev, budget, name, split, true);
+  plan with = plan_with_feedback(p, dev, assumed, budget, name, split, true);
   return with.feasible || with.best_peak < without.best_peak ? with : without;
+}
+
+/// The share of the links' bandwidth Algo 2 is told it gets, tried in turn.
+inline constexpr double link_shares[] = {1.0, 0.5, 0.25, 0.125};
+/// Stalls below this share of the iteration are not worth another run of
+/// Algo 2 (on gpt2 with 96k ops at 80 %: 23 ms of 11.9 s; Algo 2 at the
+/// lower shares took 4 s there instead of 0.2 s, its swap bounds pruning less).
+inline constexpr double stall_worth_replanning = 0.01;
+
+/// Algo 2 on the device as profiled, and, while the best plan so far
+/// stalls the compute stream for more than 1 % of the iteration, again with Eq. 2-3 costing swaps on links of
+/// a half, a quarter and an eighth of the bandwidth; the fastest plan that
+/// fits is kept. Eq. 3 charges a swap only the transfer time its window's
+/// idle link cannot hide, but a swap-out frees its memory only when the
+/// copy ends, and allocations wait for it: on the DTR logs the plans
+/// stalled 50-130 ms (InceptionV4 at 30 %: 122 ms, 19 % of the iteration)
+/// where Eq. 3 saw the swaps as nearly free. Assuming slower links moves
+/// Algo 2 towards recomputation until the stalls are gone (the DELTA
+/// paper's link efficiency, §4.1, plays the same part).
+inline plan plan_tsplit(const problem& p, const device_spec& dev, bytes_t budget, std::string_view name, bool split) {
+  simulator sim;
+  plan best;
+  report best_report;
+  for (const double share : link_shares) {
+    device_spec assumed = dev;
+    assumed.d2h.bandwidth_gb_s *= share;
+    assumed.h2d.bandwidth_gb_s *= share;
+    plan candidate = plan_state(p, dev, assumed, budget, name, split);
+    if (share == link_shares[0]) {
+      best = std::move(candidate);
+      if (!best.feasible) return best;  // the fastest plan is sought among those that fit
+      best_report = sim.run(p, best, dev, budget);
+    } else if (candidate.feasible) {
+      const report r = sim.run(p, candidate, dev, budget);
+      if (r.time_us < best_report.time_us) {
+        best = std::move(candidate);
+        best_report = r;
+      }
+    }
+    if (best_report.stall_us <= stall_worth_replanning * best_report.time_us) break;
+  }
+  return best;
 }
 
 }  // namespace detail::tsplit
