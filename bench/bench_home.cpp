@@ -32,9 +32,9 @@ struct workload {
 constexpr std::array<workload, 6> workloads{{{"mobilenet", 14755},
                                              {"plain20", 56530},
                                              {"squeezenet", 15011},
-                                             {"vgg16", 11151},
-                                             {"resnet50", 2185},
-                                             {"inception_v3", 599}}};
+                                             {"vgg16", 14868},
+                                             {"resnet50", 2687},
+                                             {"inception_v3", 699}}};
 
 struct instance {
   problem p;

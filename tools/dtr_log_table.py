@@ -5,6 +5,7 @@ feasible plan.
 
     tools/dtr_log_table.py [--memplan build/ci/examples/cli/memplan]
                            [--corpus ../shared/corpus/dtr-logs] [--planners dtr,delta]
+                           [--options "--seed-with dtr --iterations 20"]
 
 BYTES = ratio x the log's no-eviction peak as the DTR simulator counts it
 (io::dtr_log::refcount_peak, listed below; tests/test_dtr_log.cpp checks
@@ -34,6 +35,7 @@ def main():
     a.add_argument("--corpus", default="../shared/corpus/dtr-logs")
     a.add_argument("--planners", default="dtr,delta")
     a.add_argument("--time-limit", default="60")
+    a.add_argument("--options", default="", help="more options for `memplan compare`, e.g. home's")
     args = a.parse_args()
     planners = args.planners.split(",")
     print("| log | ratio | " + " | ".join(f"`{p}`" for p in planners) + " |")
@@ -44,7 +46,8 @@ def main():
             budget = int(ratio * peak)
             out = subprocess.run([args.memplan, "compare", "--dtr-log", str(log), "--device", "titan-v",
                                   "--budget", str(budget), "--planners", args.planners, "--json",
-                                  "--time-limit", args.time_limit], capture_output=True, text=True, check=True)
+                                  "--time-limit", args.time_limit, *args.options.split()],
+                                 capture_output=True, text=True, check=True)
             rows = {r["planner"]: r for r in json.loads(out.stdout)["rows"]}
             cells = [f"{rows[p]['time_s'] / rows[p]['baseline_time_s']:.3f}" if rows[p]["feasible"] else "OOM"
                      for p in planners]
