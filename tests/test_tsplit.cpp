@@ -394,16 +394,14 @@ TEST_CASE("swaps that stall: Algo 2 again on slower links, the fastest plan kept
   // On the device as profiled, Eq. 3 sees the swaps nearly hidden, yet the
   // plan stalls the compute stream (swap-outs free their memory when their
   // copies end, and allocations wait for that).
-  const plan profiled = detail::tsplit::plan_state(p, titan, titan, budget, "tsplit-nosplit", false);
+  const plan profiled = detail::tsplit::plan_state(p, titan, titan, budget, "tsplit-nosplit", false).result;
   REQUIRE(profiled.feasible);
   const report at_full = simulate(p, profiled, titan, budget);
   CHECK(at_full.stall_us > detail::tsplit::stall_worth_replanning * at_full.time_us);
   double fastest = at_full.time_us;
   for (const double share : detail::tsplit::link_shares) {
-    device_spec assumed = titan;
-    assumed.d2h.bandwidth_gb_s *= share;
-    assumed.h2d.bandwidth_gb_s *= share;
-    const plan pl = detail::tsplit::plan_state(p, titan, assumed, budget, "tsplit-nosplit", false);
+    const device_spec assumed = detail::tsplit::with_link_share(titan, share);
+    const plan pl = detail::tsplit::plan_state(p, titan, assumed, budget, "tsplit-nosplit", false).result;
     if (!pl.feasible) continue;
     const report r = simulate(p, pl, titan, budget);
     MESSAGE("link share ", share, ": overhead ", r.overhead, ", stall ", r.stall_us, " us");

@@ -79,7 +79,8 @@ inline attempt plan_once(const problem& p, const device_spec& dev, std::string_v
   }
   a.result = emit(p, walk, name, budget, {}).result;
   // §V-D's LRU improvement keeps recomputed intermediates in the room
-  // Algo 2's model leaves under `target`.
+  // Algo 2's model leaves under `target`; without recomputations it has nothing to keep.
+  if (std::ranges::none_of(walk.evictions(), [](const eviction& e) { return e.how == option::recompute; })) return a;
   const std::vector<bytes_t> memory = walk.memory_curve();
   std::vector<bytes_t> room(memory.size());
   for (std::size_t i = 0; i < room.size(); ++i) room[i] = std::max<bytes_t>(target - memory[i], 0);
@@ -88,10 +89,18 @@ inline attempt plan_once(const problem& p, const device_spec& dev, std::string_v
   return a;
 }
 
+/// A plan and, if it fits, the simulator's run of it under the budget
+/// (else a report that is not feasible), so that callers comparing plans
+/// do not simulate them again.
+struct judged {
+  plan result;
+  report verdict;
+};
+
 /// Algo 2 with the simulator's feedback (see the file comment); Algo 2
 /// costs swaps on `assumed`, the simulator runs the plan on `dev`.
-inline plan plan_with_feedback(const problem& p, const device_spec& dev, const device_spec& assumed, bytes_t budget,
-                               std::string_view name, bool split, bool swap_state) {
+inline judged plan_with_feedback(const problem& p, const device_spec& dev, const device_spec& assumed, bytes_t budget,
+                                 std::string_view name, bool split, bool swap_state) {
   constexpr int rounds = 6;
   constexpr bytes_t unlimited = std::numeric_limits<bytes_t>::max() / 2;
   simulator sim;
@@ -111,7 +120,7 @@ inline plan plan_with_feedback(const problem& p, const device_spec& dev, const d
     }
     if (r.feasible) {
       a.result.best_peak = r.peak_bytes;
-      return std::move(a.result);
+      return {std::move(a.result), std::move(r)};
     }
     const report free_run = sim.run(p, a.result, dev, unlimited);
     if (free_run.feasible && free_run.peak_bytes < best_peak) {
@@ -130,7 +139,7 @@ inline plan plan_with_feedback(const problem& p, const device_spec& dev, const d
   best.best_peak = best_peak;
   best.reason = concat(name, ": ", why, "; the smallest peak reached is ", best_peak, " bytes (",
                        format_bytes(best_peak), "), the budget ", budget, " bytes (", format_bytes(budget), ")");
-  return best;
+  return {std::move(best), report{}};
 }
 
 /// Algo 2 with feedback, first without swapping parameters and optimizer
@@ -138,52 +147,46 @@ inline plan plan_with_feedback(const problem& p, const device_spec& dev, const d
 /// conservative (a step it cannot resolve may still fit in the simulator),
 /// and swapping the state there only to satisfy the model costs time
 /// (the DTR Transformer log at 90 %: 6.6 % overhead instead of 0.3 %).
-inline plan plan_state(const problem& p, const device_spec& dev, const device_spec& assumed, bytes_t budget,
-                       std::string_view name, bool split) {
-  plan without = plan_with_feedback(p, dev, assumed, budget, name, split, false);
-  if (without.feasible) return without;
-  plan with = plan_with_feedback(p, dev, assumed, budget, name, split, true);
-  return with.feasible || with.best_peak < without.best_peak ? with : without;
+inline judged plan_state(const problem& p, const device_spec& dev, const device_spec& assumed, bytes_t budget,
+                         std::string_view name, bool split) {
+  judged without = plan_with_feedback(p, dev, assumed, budget, name, split, false);
+  if (without.result.feasible) return without;
+  judged with = plan_with_feedback(p, dev, assumed, budget, name, split, true);
+  return with.result.feasible || with.result.best_peak < without.result.best_peak ? with : without;
 }
 
 /// The share of the links' bandwidth Algo 2 is told it gets, tried in turn.
 inline constexpr double link_shares[] = {1.0, 0.5, 0.25, 0.125};
+/// `dev` with `share` of its d2h and h2d bandwidth.
+[[nodiscard]] inline device_spec with_link_share(const device_spec& dev, double share) {
+  device_spec assumed = dev;
+  assumed.d2h.bandwidth_gb_s *= share;
+  assumed.h2d.bandwidth_gb_s *= share;
+  return assumed;
+}
 /// Stalls below this share of the iteration are not worth another run of
 /// Algo 2 (on gpt2 with 96k ops at 80 %: 23 ms of 11.9 s; Algo 2 at the
 /// lower shares took 4 s there instead of 0.2 s, its swap bounds pruning less).
 inline constexpr double stall_worth_replanning = 0.01;
 
 /// Algo 2 on the device as profiled, and, while the best plan so far
-/// stalls the compute stream for more than 1 % of the iteration, again with Eq. 2-3 costing swaps on links of
-/// a half, a quarter and an eighth of the bandwidth; the fastest plan that
-/// fits is kept. Eq. 3 charges a swap only the transfer time its window's
+/// stalls the compute stream for more than 1 % of the iteration, again
+/// with Eq. 2-3 costing swaps on links of a half, a quarter and an eighth
+/// of the bandwidth; the fastest plan that fits is kept. Eq. 3 charges a swap only the transfer time its window's
 /// idle link cannot hide, but a swap-out frees its memory only when the
 /// copy ends, and allocations wait for it: on the DTR logs the plans
 /// stalled 50-130 ms (InceptionV4 at 30 %: 122 ms, 19 % of the iteration)
 /// where Eq. 3 saw the swaps as nearly free. Assuming slower links moves
 /// Algo 2 towards recomputation until the stalls are gone (the DELTA
 /// paper's link efficiency, §4.1, plays the same part).
-inline plan plan_tsplit(const problem& p, const device_spec& dev, bytes_t budget, std::string_view name, bool split) {
-  simulator sim;
-  plan best;
-  report best_report;
-  for (const double share : link_shares) {
-    device_spec assumed = dev;
-    assumed.d2h.bandwidth_gb_s *= share;
-    assumed.h2d.bandwidth_gb_s *= share;
-    plan candidate = plan_state(p, dev, assumed, budget, name, split);
-    if (share == link_shares[0]) {
-      best = std::move(candidate);
-      if (!best.feasible) return best;  // the fastest plan is sought among those that fit
-      best_report = sim.run(p, best, dev, budget);
-    } else if (candidate.feasible) {
-      const report r = sim.run(p, candidate, dev, budget);
-      if (r.time_us < best_report.time_us) {
-        best = std::move(candidate);
-        best_report = r;
-      }
-    }
-    if (best_report.stall_us <= stall_worth_replanning * best_report.time_us) break;
+inline judged plan_tsplit(const problem& p, const device_spec& dev, bytes_t budget, std::string_view name,
+                          bool split) {
+  judged best = plan_state(p, dev, dev, budget, name, split);
+  if (!best.result.feasible) return best;  // the fastest plan is sought among those that fit
+  for (const double share : std::span(link_shares).subspan(1)) {
+    if (best.verdict.stall_us <= stall_worth_replanning * best.verdict.time_us) break;
+    judged candidate = plan_state(p, dev, with_link_share(dev, share), budget, name, split);
+    if (candidate.result.feasible && candidate.verdict.time_us < best.verdict.time_us) best = std::move(candidate);
   }
   return best;
 }
@@ -194,7 +197,7 @@ inline plan plan_tsplit(const problem& p, const device_spec& dev, bytes_t budget
 struct tsplit_nosplit_planner {
   plan operator()(const problem& p, const device_spec& dev, bytes_t budget, const planner_options&) const {
     MEMPLAN_EXPECTS(budget >= 0, invalid_argument, "tsplit-nosplit: the budget must be non-negative, got ", budget);
-    return detail::tsplit::plan_tsplit(p, dev, budget, "tsplit-nosplit", false);
+    return detail::tsplit::plan_tsplit(p, dev, budget, "tsplit-nosplit", false).result;
   }
 };
 static_assert(planner<tsplit_nosplit_planner>);
@@ -208,13 +211,13 @@ struct tsplit_planner {
     // Algo 2 line 15 compares the options per bottleneck; this also
     // compares the two whole plans, with and without split: the one that
     // fits, the faster of two that do, the lower peak of two that do not.
-    plan with_split = detail::tsplit::plan_tsplit(p, dev, budget, "tsplit", true);
-    plan without = detail::tsplit::plan_tsplit(p, dev, budget, "tsplit", false);
-    if (with_split.feasible != without.feasible) return with_split.feasible ? with_split : without;
-    if (!with_split.feasible) return without.best_peak < with_split.best_peak ? without : with_split;
-    simulator sim;
-    const double split_us = sim.run(p, with_split, dev, budget).time_us;
-    return sim.run(p, without, dev, budget).time_us < split_us ? without : with_split;
+    detail::tsplit::judged with_split = detail::tsplit::plan_tsplit(p, dev, budget, "tsplit", true);
+    detail::tsplit::judged without = detail::tsplit::plan_tsplit(p, dev, budget, "tsplit", false);
+    plan& a = with_split.result;
+    plan& b = without.result;
+    if (a.feasible != b.feasible) return std::move(a.feasible ? a : b);
+    if (!a.feasible) return std::move(b.best_peak < a.best_peak ? b : a);
+    return std::move(without.verdict.time_us < with_split.verdict.time_us ? b : a);
   }
 };
 static_assert(planner<tsplit_planner>);

@@ -56,7 +56,7 @@ class emitter {
         host_parts_(p.num_tensors(), 1), split_at_(p.num_steps(), no_index),
         read_dead_(p.num_tensors(), 0), tensor_stamp_(p.num_tensors(), 0), step_stamp_(p.num_steps(), 0),
         last_reader_(p.num_tensors(), 0), kept_until_(p.num_tensors(), no_index),
-        last_read_(p.num_tensors(), 0), evict_after_(p.num_steps() + 1), prefetch_at_(p.num_steps()) {
+        last_read_(p.num_tensors(), 0), read_at_(room.empty() ? 0 : p.num_steps()), evict_after_(p.num_steps() + 1), prefetch_at_(p.num_steps()) {
     for (std::size_t k = splits.size(); k-- > 0;) split_at_[static_cast<std::size_t>(splits[k].step)] = static_cast<index_t>(k);
     splits_ = splits;
     for (std::size_t e = 0; e < evictions.size(); ++e) {
@@ -330,6 +330,7 @@ class emitter {
       return;
     }
     kept_until_[xi] = *next;
+    read_at_[static_cast<std::size_t>(*next)].push_back(x);
     kept_bytes_ += p.bytes[xi];
     last_read_[xi] = ++clock_;
     lru_.insert({clock_, x});
@@ -348,15 +349,12 @@ class emitter {
   void keep_within(index_t s) {
     if (room_.empty()) return;
     const problem& p = *p_;
-    for (auto it = lru_.begin(); it != lru_.end();) {
-      const auto xi = static_cast<std::size_t>(it->second);
-      if (kept_until_[xi] > s) {
-        ++it;
-        continue;
-      }
+    for (const index_t x : read_at_[static_cast<std::size_t>(s)]) {
+      const auto xi = static_cast<std::size_t>(x);
+      if (kept_until_[xi] != s) continue;  // abandoned since (and maybe kept again for s: listed twice)
+      lru_.erase({last_read_[xi], x});
       kept_until_[xi] = no_index;
       kept_bytes_ -= p.bytes[xi];
-      it = lru_.erase(it);
       ++kept_reads_;
     }
     while (kept_bytes_ > room_[static_cast<std::size_t>(s)]) {
@@ -392,6 +390,7 @@ class emitter {
   std::vector<index_t> kept_until_;  ///< per kept intermediate: the schedule's next read of it
   std::vector<std::uint64_t> last_read_;  ///< per kept intermediate: when it was last read (clock_)
   std::set<std::pair<std::uint64_t, index_t>> lru_;  ///< the kept intermediates, least recently read first
+  std::vector<std::vector<index_t>> read_at_;  ///< per step: intermediates kept until it reads them
   std::uint64_t clock_ = 0;
   index_t now_ = 0;  ///< the step whose inputs are being brought
   bytes_t kept_bytes_ = 0;
