@@ -269,6 +269,41 @@ TEST_CASE("a simulator object gives the same answers when reused") {
   }
 }
 
+TEST_CASE("one run gives the verdict under the budget and, where it does not fit, what the plan needs") {
+  // The early swap-in of the cases above: without a budget it peaks at 400
+  // B and takes 1100 µs; under 300 B it fits by waiting (1200 µs, peak 300);
+  // under 299 B b3 cannot allocate g2 at 700 (200 B in use, nothing in
+  // flight). keep-all needs the baseline's 400 B and 1100 µs.
+  const problem p = chain::make();
+  simulator sim;
+  const plan early = chain::swap_a1(p, chain::f3, 300);
+  unbounded_need need;
+  const report fits = sim.run(p, early, dev, 1000, need);
+  CHECK(fits.feasible);
+  CHECK(fits.time_us == 1100);
+  CHECK(fits.peak_bytes == 400);
+  const report waits = sim.run(p, early, dev, 300, need);
+  CHECK(waits.feasible);
+  CHECK(waits.time_us == 1200);
+  CHECK(waits.peak_bytes == 300);
+  const report oom = sim.run(p, early, dev, 299, need);
+  CHECK_FALSE(oom.feasible);
+  CHECK(oom.failure == sim.run(p, early, dev, 299).failure);
+  CHECK(need.feasible);
+  CHECK(need.peak_bytes == 400);
+  CHECK(need.time_us == 1100);
+  const report keep = sim.run(p, keep_all_plan(p, 350), dev, 350, need);
+  CHECK_FALSE(keep.feasible);
+  CHECK(need.peak_bytes == 400);
+  CHECK(need.time_us == 1100);
+  // An invalid plan is invalid whatever the budget.
+  plan twice = keep_all_plan(p, 350);
+  twice.actions.push_back(twice.actions.front());
+  twice.wait_begin.push_back(twice.wait_begin.back());
+  CHECK_FALSE(sim.run(p, twice, dev, 350, need).feasible);
+  CHECK_FALSE(need.feasible);
+}
+
 TEST_CASE("report JSON carries the DESIGN §8 keys") {
   const problem p = chain::make();
   report r = simulate(p, chain::swap_a1(p, chain::b3, 300), dev, 300);

@@ -104,7 +104,7 @@ struct revolve_planner {
       }
       if (fixed == 0 && s > 1) continue;
       // The fewest slots did not fit either: that plan, marked infeasible.
-      pl.best_peak = sim.run(p, pl, dev, std::numeric_limits<bytes_t>::max() / 2).peak_bytes;
+      pl.best_peak = sim.run(p, pl, dev, simulator::unlimited).peak_bytes;
       pl.feasible = false;
       pl.reason = detail::concat("revolve: the plan with ", s, s == 1 ? " slot" : " slots", " needs ", pl.best_peak,
                                  " bytes (", format_bytes(pl.best_peak), ") at its peak; the budget is ", budget,

@@ -23,7 +23,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <limits>
 #include <span>
 #include <string>
 #include <utility>
@@ -102,15 +101,15 @@ struct judged {
 inline judged plan_with_feedback(const problem& p, const device_spec& dev, const device_spec& assumed, bytes_t budget,
                                  std::string_view name, bool split, bool swap_state) {
   constexpr int rounds = 6;
-  constexpr bytes_t unlimited = std::numeric_limits<bytes_t>::max() / 2;
   simulator sim;
   plan best;
-  bytes_t best_peak = unlimited;
+  bytes_t best_peak = simulator::unlimited;
   std::string why;
   bytes_t target = budget;
   for (int round = 0; round < rounds && target > 0; ++round) {
     attempt a = plan_once(p, assumed, name, budget, target, split, swap_state);
-    report r = sim.run(p, a.result, dev, budget);
+    unbounded_need need;  // a.result's, when it does not fit
+    report r = sim.run(p, a.result, dev, budget, need);
     if (!a.lru.actions.empty()) {  // the faster of the two that fit
       const report kept = sim.run(p, a.lru, dev, budget);
       if (kept.feasible && (!r.feasible || kept.time_us < r.time_us)) {
@@ -122,17 +121,16 @@ inline judged plan_with_feedback(const problem& p, const device_spec& dev, const
       a.result.best_peak = r.peak_bytes;
       return {std::move(a.result), std::move(r)};
     }
-    const report free_run = sim.run(p, a.result, dev, unlimited);
-    if (free_run.feasible && free_run.peak_bytes < best_peak) {
-      best_peak = free_run.peak_bytes;
+    if (need.feasible && need.peak_bytes < best_peak) {
+      best_peak = need.peak_bytes;
       best = std::move(a.result);
       why = a.stuck != no_index
                 ? concat("no option is left at op '", p.op_name[static_cast<std::size_t>(a.stuck)],
                          "' (step ", a.stuck, "), where ", format_bytes(a.stuck_memory), " stay on the device")
                 : r.failure;
     }
-    if (a.stuck != no_index || !free_run.feasible) break;  // a lower target cannot help
-    target -= std::max(free_run.peak_bytes - budget, budget / 64 + 1);
+    if (a.stuck != no_index || !need.feasible) break;  // a lower target cannot help
+    target -= std::max(need.peak_bytes - budget, budget / 64 + 1);
   }
   if (best.actions.empty()) best = plan_once(p, assumed, name, budget, budget, split, swap_state).result;
   best.feasible = false;

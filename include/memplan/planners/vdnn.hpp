@@ -43,12 +43,12 @@ inline plan vdnn_plan(const problem& p, const device_spec& dev, bytes_t budget, 
     if (!conv_only || conv_input) offload_after[static_cast<std::size_t>(last)].push_back(ti);
   }
   const std::string name = conv_only ? "vdnn-conv" : "vdnn-all";
-  auto emit = [&](const std::vector<std::vector<index_t>>& prefetch_before) {
-    baseline::emitter em(p, name, budget);
+  auto emit = [&](const baseline::prefetch_schedule& prefetches, bool record) {
+    baseline::emitter em(p, name, budget, record);
     std::vector<index_t> offloads;  // issued since the last layer: the next one waits for them
     for (std::size_t s = 0; s < p.num_steps(); ++s) {
       const auto si = static_cast<index_t>(s);
-      for (const index_t t : prefetch_before[s]) em.prefetch(t);
+      for (const index_t t : prefetches.before(s)) em.prefetch(t);
       em.bring_inputs(si);
       em.compute(si, offloads);
       offloads.clear();
@@ -56,8 +56,8 @@ inline plan vdnn_plan(const problem& p, const device_spec& dev, bytes_t budget, 
     }
     return em;
   };
-  const auto first = emit(std::vector<std::vector<index_t>>(p.num_steps()));
-  return emit(baseline::prefetch_schedule(p, first.needed_at())).finish(dev);
+  const auto first = emit(baseline::prefetch_schedule(), false);
+  return emit(baseline::prefetch_schedule(p, first.needed_at()), true).finish(dev);
 }
 }  // namespace detail
 

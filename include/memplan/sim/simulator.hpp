@@ -54,27 +54,67 @@ struct simulate_options {
   bool record_memory = false;    ///< fill `report::memory_curve`
 };
 
+/// What a plan needs with no budget: the verdict of
+/// `simulator::run(p, pl, dev, simulator::unlimited)` in brief.
+struct unbounded_need {
+  bool feasible = false;  ///< the plan is valid and runs
+  bytes_t peak_bytes = 0;
+  double time_us = 0;
+};
+
 /// A simulator that keeps its buffers between runs, so that repeated calls
 /// (HOME's PSO evaluates thousands of plans) allocate nothing once warm.
 /// Not thread-safe: use one per thread.
 class simulator {
  public:
+  /// Memory that never binds: what `run` is given to find what a plan needs.
+  static constexpr bytes_t unlimited = std::numeric_limits<bytes_t>::max() / 2;
+
   /// Simulates `pl` on `dev` under `budget`.
   /// \returns a report; an out-of-memory or invalid plan gives
   ///          `feasible == false` and a `failure` naming the action, never an exception.
   /// \throws invalid_argument if `budget` is negative.
   report run(const problem& p, const plan& pl, const device_spec& dev, bytes_t budget,
              const simulate_options& opts = {}) {
+    return run(p, pl, dev, budget, opts, nullptr);
+  }
+
+  /// `run` under `budget`, and for a plan that runs out of memory, also what
+  /// it needs with no budget (`need`; the report of `run(p, pl, dev,
+  /// unlimited)` otherwise), for a search that ranks the plans that do not
+  /// fit by how far they exceed the budget (HOME). Pass 1 does not depend on
+  /// the budget, so it runs once for both where the plan's issue-order times
+  /// are valid — the unbounded pass 2 first: a plan whose peak fits the
+  /// budget has exactly that verdict under it.
+  /// \returns the report under `budget`; when it is infeasible, `need` is
+  ///          the verdict without a budget (`need.feasible` false: the plan
+  ///          is invalid, whatever the budget).
+  report run(const problem& p, const plan& pl, const device_spec& dev, bytes_t budget, unbounded_need& need) {
+    return run(p, pl, dev, budget, {}, &need);
+  }
+
+ private:
+  static constexpr double never = std::numeric_limits<double>::infinity();
+  /// `copy_info::release_by` of a persistent tensor's last copy, which stays.
+  static constexpr index_t kept = -2;
+
+  report run(const problem& p, const plan& pl, const device_spec& dev, bytes_t budget, const simulate_options& opts,
+             unbounded_need* need) {
     MEMPLAN_EXPECTS(budget >= 0, invalid_argument, "simulate: the budget must be non-negative, got ", budget);
     report r;
     r.planner = pl.planner;
     r.budget_bytes = budget;
     r.baseline_peak_bytes = p.baseline_peak();
     r.baseline_time_us = p.baseline_time_us();
+    bool needs_rerun = false;  // for `need`: pass 1 must run again, without a budget
+    if (need != nullptr) *need = {};
     if (resolve(p, pl, dev, r)) {
-      if (!run_unbounded(pl, budget, opts, r)) {
+      const bool unbounded = run_unbounded(pl, need != nullptr ? unlimited : budget, opts, r);
+      if (unbounded && need != nullptr) *need = {true, r.peak_bytes, r.time_us};
+      if (!unbounded || r.peak_bytes > budget) {
         r.memory_curve.clear();
         execute(p, pl, budget, opts, r);
+        needs_rerun = need != nullptr && !unbounded && !r.failure.empty();
       }
       if (opts.record_timeline) {
         for (std::size_t i = 0; i < pl.actions.size(); ++i) {
@@ -84,13 +124,12 @@ class simulator {
     }
     r.feasible = r.failure.empty();
     r.overhead = r.baseline_time_us > 0 ? r.time_us / r.baseline_time_us - 1 : 0;
+    if (needs_rerun) {
+      const report free_run = run(p, pl, dev, unlimited, {}, nullptr);
+      *need = {free_run.feasible, free_run.peak_bytes, free_run.time_us};
+    }
     return r;
   }
-
- private:
-  static constexpr double never = std::numeric_limits<double>::infinity();
-  /// `copy_info::release_by` of a persistent tensor's last copy, which stays.
-  static constexpr index_t kept = -2;
 
   /// What the timed pass needs of an action (one cache line, not seven arrays).
   struct action_info {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -86,9 +87,13 @@ inline void add_waits(plan& pl, std::span<const std::pair<index_t, index_t>> ext
 /// producer (after bringing back the producer's inputs, recursively).
 class emitter {
  public:
-  emitter(const problem& p, std::string planner, bytes_t budget)
-      : p_(&p), b_(p, std::move(planner), budget), where_(p.num_tensors(), residence::device),
-        needed_at_(p.num_tensors(), no_index) {}
+  /// `record` false: a pass that only tracks where each tensor is and when
+  /// it is first needed back (`needed_at`), emitting no actions; the
+  /// methods that return an action return no_index.
+  emitter(const problem& p, std::string planner, bytes_t budget, bool record = true)
+      : p_(&p), where_(p.num_tensors(), residence::device), needed_at_(p.num_tensors(), no_index) {
+    if (record) b_.emplace(p, std::move(planner), budget);
+  }
 
   [[nodiscard]] residence where(index_t t) const { return where_[static_cast<std::size_t>(t)]; }
   /// Whether a recomputation releases, right after it runs, the evicted
@@ -121,7 +126,7 @@ class emitter {
         const index_t made = p_->producer[ti];
         const std::size_t sources = recomputed_.size();
         for (const index_t in : p_->inputs(made)) bring(in);
-        last_compute_ = b_.recompute(made);
+        if (b_) last_compute_ = b_->recompute(made);
         if (release_sources_) {
           // The inputs this recomputation had to recompute first, which the
           // step being prepared does not read: freed again at once.
@@ -150,36 +155,42 @@ class emitter {
   index_t prefetch(index_t t) {
     if (where_[static_cast<std::size_t>(t)] != residence::host) return no_index;
     where_[static_cast<std::size_t>(t)] = residence::device;
-    if (last_compute_ != no_index) return b_.swap_in(t, std::span(&last_compute_, 1));
-    return b_.swap_in(t);
+    if (!b_) return no_index;
+    if (last_compute_ != no_index) return b_->swap_in(t, std::span(&last_compute_, 1));
+    return b_->swap_in(t);
   }
   /// Runs step s (its inputs must be on the device), after `also_after`.
   index_t compute(index_t s, std::span<const index_t> also_after = {}) {
-    last_compute_ = b_.compute(s);
+    if (!b_) return no_index;
+    last_compute_ = b_->compute(s);
     for (const index_t w : also_after) extra_.emplace_back(last_compute_, w);
     return last_compute_;
   }
   index_t swap_out(index_t t) {
-    b_.decide(t, decision::swap);
     where_[static_cast<std::size_t>(t)] = residence::host;
-    return b_.swap_out(t);
+    if (!b_) return no_index;
+    b_->decide(t, decision::swap);
+    return b_->swap_out(t);
   }
   void free(index_t t) {
-    b_.decide(t, decision::recompute);
     where_[static_cast<std::size_t>(t)] = residence::freed;
-    b_.free(t);
+    if (!b_) return;
+    b_->decide(t, decision::recompute);
+    b_->free(t);
   }
 
   /// Releases t, which the schedule no longer reads, so that a later need
   /// recomputes it rather than keeping this copy alive until then.
   void release_dead(index_t t) {
     where_[static_cast<std::size_t>(t)] = residence::freed;
-    b_.free(t);
+    if (b_) b_->free(t);
   }
 
-  /// The plan as emitted, not yet judged (search planners judge it themselves).
+  /// The plan as emitted, not yet judged (search planners judge it
+  /// themselves). Only for an emitter that records.
   [[nodiscard]] plan take() && {
-    plan result = std::move(b_).finish();
+    MEMPLAN_EXPECTS(b_.has_value(), error, "emitter: a pass that records no actions has no plan");
+    plan result = std::move(*b_).finish();
     add_waits(result, extra_);
     return result;
   }
@@ -194,7 +205,7 @@ class emitter {
 
  private:
   const problem* p_;
-  plan_builder b_;
+  std::optional<plan_builder> b_;  ///< empty: nothing is recorded
   std::vector<residence> where_;
   std::vector<index_t> needed_at_;
   std::vector<index_t> recomputed_;
@@ -204,19 +215,37 @@ class emitter {
   bool release_sources_ = false;
 };
 
-/// Swap planners run twice: the first pass swaps everything in on demand
-/// and learns the step that first needs each tensor back; the second
-/// prefetches it one op ahead of that step. Returns, per step s, the
-/// tensors to prefetch before s runs.
-[[nodiscard]] inline std::vector<std::vector<index_t>> prefetch_schedule(const problem& p,
-                                                                         const std::vector<index_t>& needed_at) {
-  std::vector<std::vector<index_t>> at(p.num_steps());
-  for (std::size_t t = 0; t < needed_at.size(); ++t) {
-    const index_t s = needed_at[t];
-    if (s != no_index && s > 0) at[static_cast<std::size_t>(s) - 1].push_back(static_cast<index_t>(t));
+/// Swap planners run twice: the first pass (which records no actions)
+/// swaps everything in on demand and learns the step that first needs each
+/// tensor back; the second prefetches it one op ahead of that step. Per
+/// step s, the tensors to prefetch before s runs, ascending; a
+/// default-constructed schedule prefetches nothing.
+class prefetch_schedule {
+ public:
+  prefetch_schedule() = default;
+  prefetch_schedule(const problem& p, const std::vector<index_t>& needed_at) : begin_(p.num_steps() + 1, 0) {
+    for (const index_t s : needed_at) {
+      if (s != no_index && s > 0) ++begin_[static_cast<std::size_t>(s)];  // before step s - 1
+    }
+    for (std::size_t s = 1; s < begin_.size(); ++s) begin_[s] += begin_[s - 1];
+    tensors_.resize(static_cast<std::size_t>(begin_.back()));
+    std::vector<index_t> fill(begin_.begin(), begin_.end() - 1);
+    for (std::size_t t = 0; t < needed_at.size(); ++t) {
+      const index_t s = needed_at[t];
+      if (s == no_index || s == 0) continue;
+      tensors_[static_cast<std::size_t>(fill[static_cast<std::size_t>(s) - 1]++)] = static_cast<index_t>(t);
+    }
   }
-  return at;
-}
+  [[nodiscard]] std::span<const index_t> before(std::size_t s) const {
+    if (begin_.empty()) return {};
+    const auto b = static_cast<std::size_t>(begin_[s]);
+    return {tensors_.data() + b, static_cast<std::size_t>(begin_[s + 1]) - b};
+  }
+
+ private:
+  std::vector<index_t> begin_;  ///< per step, plus one: offsets into tensors_
+  std::vector<index_t> tensors_;
+};
 
 /// Emits a strategy that evicts tensors once the forward pass is done with
 /// them: every step runs in schedule order, and after step s `evict(s, em)`
@@ -229,20 +258,20 @@ template <class Evict>
 [[nodiscard]] emitter emit_evictions(const problem& p, std::string_view planner, bytes_t budget, const Evict& evict,
                                      bool release_chain_sources = false) {
   const std::size_t n = p.num_steps();
-  const auto pass = [&](const std::vector<std::vector<index_t>>& prefetch_before) {
-    emitter em(p, std::string(planner), budget);
+  const auto pass = [&](const prefetch_schedule& prefetches, bool record) {
+    emitter em(p, std::string(planner), budget, record);
     em.release_chain_sources(release_chain_sources);
     for (std::size_t s = 0; s < n; ++s) {
       const auto si = static_cast<index_t>(s);
-      for (const index_t t : prefetch_before[s]) em.prefetch(t);
+      for (const index_t t : prefetches.before(s)) em.prefetch(t);
       em.bring_inputs(si);
       em.compute(si);
       evict(si, em);
     }
     return em;
   };
-  const emitter first = pass(std::vector<std::vector<index_t>>(n));
-  return pass(prefetch_schedule(p, first.needed_at()));
+  const emitter first = pass(prefetch_schedule(), false);
+  return pass(prefetch_schedule(p, first.needed_at()), true);
 }
 
 }  // namespace memplan::detail::baseline

@@ -130,9 +130,9 @@ class evaluator {
     memo_.assign(slots, {no_fitness, 0});
   }
 
-  /// The fitness of placement `x`: one full simulation (two when it does
-  /// not fit: the second, without a budget, finds how much it needs), or
-  /// the one remembered from simulating the same placement.
+  /// The fitness of placement `x`: one full simulation (which, when it does
+  /// not fit, also finds how much it needs without a budget), or the one
+  /// remembered from simulating the same placement.
   [[nodiscard]] fitness operator()(std::span<const placement> x) {
     ++evaluations_;
     key_.assign(words_, 0);
@@ -159,11 +159,11 @@ class evaluator {
   [[nodiscard]] fitness simulate(std::span<const placement> x) {
     ++simulations_;
     const plan pl = emit(*p_, *fm_, x, budget_).take();
-    const report r = sim_.run(*p_, pl, *dev_, budget_);
+    unbounded_need need;
+    const report r = sim_.run(*p_, pl, *dev_, budget_, need);
     if (r.feasible) return {0, r.time_us};
-    const report free_run = sim_.run(*p_, pl, *dev_, std::numeric_limits<bytes_t>::max() / 2);
-    MEMPLAN_EXPECTS(free_run.feasible, error, "home: an emitted plan is invalid: ", free_run.failure);
-    return {std::max<bytes_t>(free_run.peak_bytes - budget_, 1), free_run.time_us};
+    MEMPLAN_EXPECTS(need.feasible, error, "home: an emitted plan is invalid: ", r.failure);
+    return {std::max<bytes_t>(need.peak_bytes - budget_, 1), need.time_us};
   }
 
   const problem* p_;

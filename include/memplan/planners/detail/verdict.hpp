@@ -5,8 +5,6 @@
 /// policies' issue-order count, Capuchin's guided runs) reports the
 /// simulator's peak, or infeasible with the peak the plan needs.
 
-#include <limits>
-
 #include "memplan/cost/device.hpp"
 #include "memplan/error.hpp"
 #include "memplan/format_bytes.hpp"
@@ -23,7 +21,7 @@ inline void record_verdict(const problem& p, plan& pl, const report& r, const de
     pl.best_peak = r.peak_bytes;
     return;
   }
-  const report unlimited = sim.run(p, pl, dev, std::numeric_limits<bytes_t>::max() / 2);
+  const report unlimited = sim.run(p, pl, dev, simulator::unlimited);
   pl.feasible = false;
   pl.best_peak = unlimited.peak_bytes;
   pl.reason = concat(pl.planner, ": the plan needs ", unlimited.peak_bytes, " bytes (",
