@@ -59,10 +59,7 @@ struct search_result {
 /// splitmix64 (Steele et al. 2014): a particle's own random stream, so that
 /// its initial position does not depend on which thread draws it.
 [[nodiscard]] inline std::uint64_t splitmix64(std::uint64_t& state) noexcept {
-  std::uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
+  return mix64(state += 0x9E3779B97F4A7C15ULL);
 }
 
 /// Algo 3 for one particle: `x` (fitness `fx`) moves, tensor by tensor, to

@@ -101,6 +101,17 @@ struct feature_maps {
   }, /*release_chain_sources=*/true);
 }
 
+/// splitmix64's finaliser (Steele et al. 2014): every output bit depends
+/// on every input bit. It keys the evaluator's table: a multiply-and-shift
+/// hash used before left the slot index to a few feature maps, placements
+/// that differed elsewhere collided, and plain20's full search simulated
+/// 294 k placements instead of 134 k.
+[[nodiscard]] inline std::uint64_t mix64(std::uint64_t z) noexcept {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
 /// What the swarm minimises: the simulated iteration time of a placement
 /// that fits, and for one that does not, how far its peak exceeds the
 /// budget first, so that the swarm moves towards feasibility (any plan that
@@ -137,10 +148,10 @@ class evaluator {
     ++evaluations_;
     key_.assign(words_, 0);
     for (std::size_t j = 0; j < x.size(); ++j) key_[j / 32] |= static_cast<std::uint64_t>(x[j]) << (2 * (j % 32));
-    std::uint64_t h = 0x9E3779B97F4A7C15ULL;
-    for (const std::uint64_t w : key_) h = (h ^ w) * 0xFF51AFD7ED558CCDULL + (h >> 29);
     if (memo_.empty()) return simulate(x);
-    const std::size_t slot = static_cast<std::size_t>(h ^ (h >> 32)) & (memo_.size() - 1);
+    std::uint64_t h = 0;
+    for (const std::uint64_t w : key_) h = mix64(h ^ w);
+    const std::size_t slot = static_cast<std::size_t>(h) & (memo_.size() - 1);
     const auto stored = std::span(memo_keys_).subspan(slot * words_, words_);
     if (memo_[slot].excess_bytes != no_fitness && std::ranges::equal(stored, key_)) return memo_[slot];
     const fitness f = simulate(x);
@@ -155,6 +166,7 @@ class evaluator {
 
  private:
   static constexpr bytes_t no_fitness = -1;  ///< an empty slot
+
 
   [[nodiscard]] fitness simulate(std::span<const placement> x) {
     ++simulations_;
