@@ -157,7 +157,7 @@ TEST_CASE("Eq. 2-3: swap cost at the Fig. 7 bottleneck, with the PCIe occupancy 
 
 TEST_CASE("Algo 2 line 7 swaps parameters only when no other tensor is left") {
   const problem p = fig7::make();
-  algo2 a(p, dev, 450, false, true);
+  algo2 a(p, dev, 450, {.swap_state = true});
   walk_to(a, 3);
   // x's swap is free (ΔT/ΔM 0), yet s2 (free) and then s1 go first.
   const candidate first = a.best();
@@ -200,6 +200,36 @@ TEST_CASE("tsplit swaps parameters and optimizer state: vgg16 at width 11 and ba
   }
   CHECK(swapped_state > 0);
   MESSAGE("parameters and optimizer state swapped: ", swapped_state);
+}
+
+TEST_CASE("guarded checkpoints: a planned recomputation's read ends a later swap's gap") {
+  // At f4 (step 3) s2 is recomputed for b2 (step 6) from s1, which is on the
+  // device then: I = {f2}, checkpoint s1, read before step 6. At b4 (step
+  // 4) s1's gap runs from f2 (1) to b1 (7). Eq. 3 with the 1 B/µs links:
+  // the swap-out's 400 µs overlap f2..f4 (300 µs), forward term 100. The
+  // swap-in starts at b3 (step 5, the earliest after the bottleneck).
+  // Guarded, the gap ends at 6: b3 hides 100 of its 400 µs, backward term
+  // 300, ΔT 400. Unguarded, the gap ends at 7: b3 and b2 hide 300, ΔT 200
+  // — and the recomputation before b2 would find s1 on the host.
+  const problem p = fig7::make();
+  for (const bool guard : {false, true}) {
+    CAPTURE(guard);
+    algo2 a(p, dev, 600, {.guard_checkpoints = guard});
+    walk_to(a, 3);
+    const candidate s2 = a.cost(fig7::s2, option::recompute);
+    CHECK(s2.delta_t == 100);
+    a.apply(s2);
+    walk_to(a, 4);
+    const candidate s1 = a.cost(fig7::s1, option::swap);
+    CHECK(s1.what.from == 1);
+    CHECK(s1.what.to == (guard ? 6 : 7));
+    CHECK(s1.what.prefetch == 5);
+    CHECK(s1.delta_t == (guard ? 400 : 200));
+    // At b2 itself the recomputation reads s1 just before: guarded, s1 may
+    // not leave then.
+    walk_to(a, 6);
+    CHECK(a.cost(fig7::s1, option::swap).valid() == !guard);
+  }
 }
 
 TEST_CASE("Eq. 4: the recompute set grows when an input is itself recomputed") {
@@ -314,7 +344,8 @@ TEST_CASE("Algo 2 line 7: the candidate index picks what costing every tensor pi
         CAPTURE(std::string(name));
         CAPTURE(share);
         CAPTURE(split);
-        algo2 walk(p, titan, static_cast<bytes_t>(share * static_cast<double>(p.baseline_peak())), split, true);
+        algo2 walk(p, titan, static_cast<bytes_t>(share * static_cast<double>(p.baseline_peak())),
+                   {.split = split, .swap_state = true});
         for (std::size_t s = 0; s < p.num_steps(); ++s) {
           walk.advance();
           while (walk.memory() > static_cast<bytes_t>(share * static_cast<double>(p.baseline_peak()))) {
@@ -394,18 +425,22 @@ TEST_CASE("swaps that stall: Algo 2 again on slower links, the fastest plan kept
   // On the device as profiled, Eq. 3 sees the swaps nearly hidden, yet the
   // plan stalls the compute stream (swap-outs free their memory when their
   // copies end, and allocations wait for that).
-  const plan profiled = detail::tsplit::plan_state(p, titan, titan, budget, "tsplit-nosplit", false).result;
+  const plan profiled = detail::tsplit::plan_state(p, titan, titan, budget, "tsplit-nosplit", {}).result;
   REQUIRE(profiled.feasible);
   const report at_full = simulate(p, profiled, titan, budget);
   CHECK(at_full.stall_us > detail::tsplit::stall_worth_replanning * at_full.time_us);
   double fastest = at_full.time_us;
-  for (const double share : detail::tsplit::link_shares) {
-    const device_spec assumed = detail::tsplit::with_link_share(titan, share);
-    const plan pl = detail::tsplit::plan_state(p, titan, assumed, budget, "tsplit-nosplit", false).result;
-    if (!pl.feasible) continue;
-    const report r = simulate(p, pl, titan, budget);
-    MESSAGE("link share ", share, ": overhead ", r.overhead, ", stall ", r.stall_us, " us");
-    fastest = std::min(fastest, r.time_us);
+  for (const bool guard : {false, true}) {
+    for (const double share : detail::tsplit::link_shares) {
+      const device_spec assumed = detail::tsplit::with_link_share(titan, share);
+      const plan pl =
+          detail::tsplit::plan_state(p, titan, assumed, budget, "tsplit-nosplit", {.guard_checkpoints = guard}).result;
+      if (!pl.feasible) continue;
+      const report r = simulate(p, pl, titan, budget);
+      MESSAGE("guarded checkpoints ", guard, ", link share ", share, ": overhead ", r.overhead, ", stall ", r.stall_us,
+              " us");
+      fastest = std::min(fastest, r.time_us);
+    }
   }
   const plan pl = run("tsplit-nosplit", p, titan, budget);
   REQUIRE(pl.feasible);
@@ -419,7 +454,7 @@ TEST_CASE("swaps that stall: Algo 2 again on slower links, the fastest plan kept
 
 TEST_CASE("Eq. 5-6: split options at the Fig. 7 bottleneck and on a dead input (Fig. 8)") {
   const problem p = fig7::make();
-  algo2 a(p, dev, 600, true);
+  algo2 a(p, dev, 600, {.split = true});
   walk_to(a, 3);
   // f4 (100 µs) reads s3 (100 B), makes s4 (300 B). Eq. 5 with p_num = 2:
   // 1/2 min(100, 300) = 50. Split cost model: two 50 µs parts + one 5 µs

@@ -73,21 +73,37 @@ struct candidate {
   }
 };
 
+/// Which options Algo 2 weighs (tsplit.hpp walks with several and keeps the
+/// plan the simulator finds best).
+struct walk_options {
+  bool split = false;  ///< Step 2 of Algo 2: split options on the current op's inputs
+  /// Parameters and optimizer state are candidates too, when no other
+  /// option is left (see algo2::best()), and so are the tensors without a
+  /// producer before their first use.
+  bool swap_state = false;
+  /// A checkpoint that a planned recomputation reads (an input of its
+  /// chain on the device then, Eq. 4) counts as read at that step: a later
+  /// decision's gap ends or starts there. Without it, Algo 2 may swap a
+  /// checkpoint out across that read, and the recomputation then waits for
+  /// a swap-in on demand (the DTR ResNet-32 log at 50 %: 14 of the 30 ms
+  /// its plan stalled); with it, the walk keeps more on the device, which
+  /// costs other evictions (resnet50 at batch 1,783 no longer fits).
+  bool guard_checkpoints = false;
+};
+
 class algo2 {
  public:
   /// Split candidates: p_num tried for each input of the current op.
   static constexpr index_t split_parts[] = {2, 4, 8, 16, 32};
 
-  /// \param swap_state also swap parameters and optimizer state, when no
-  ///        other option is left (see best()), and the tensors without a
-  ///        producer before their first use.
-  algo2(const problem& p, const device_spec& dev, bytes_t budget, bool split = false, bool swap_state = false)
-      : p_(&p), dev_(&dev), budget_(budget), split_(split), swap_state_(swap_state), base_(p.baseline_memory()),
+  algo2(const problem& p, const device_spec& dev, bytes_t budget, walk_options options = {})
+      : p_(&p), dev_(&dev), budget_(budget), options_(options), base_(p.baseline_memory()),
         starts_(p.num_steps() + 1, 0), ends_(p.num_steps() + 1, 0), split_of_(p.num_steps(), no_index),
         parts_of_(p.num_tensors(), 1),
         out_(p.time_us), in_(p.time_us), cursor_(p.num_tensors(), 0), live_(p, dev), relink_at_(p.num_steps() + 1),
         returning_at_(p.num_steps()),
-        last_eviction_(p.num_tensors(), no_index), made_(p.producer), step_stamp_(p.num_steps(), 0) {
+        last_eviction_(p.num_tensors(), no_index), made_(p.producer), source_reads_(p.num_tensors()),
+        step_stamp_(p.num_steps(), 0) {
     // Tensors without a producer are live from step 0 (TSPLIT's m_0 holds
     // the input and the parameters W).
     for (std::size_t t = 0; t < p.num_tensors(); ++t) {
@@ -158,7 +174,7 @@ class algo2 {
     }
     // Step 2 (lines 10-13): split options on the current op's inputs; Step 3
     // (line 15): the non-split option wins ties.
-    if (split_) {
+    if (options_.split) {
       for (const index_t t : p_->inputs(step_)) {
         for (const index_t parts : split_parts) {
           const candidate c = split_cost(t, parts, best);
@@ -166,7 +182,7 @@ class algo2 {
         }
       }
     }
-    return best.valid() || !swap_state_ ? best : cheapest(true);
+    return best.valid() || !options_.swap_state ? best : cheapest(true);
   }
 
   /// Line 7 over the live tensors of the training's state (`state`) or the
@@ -298,15 +314,16 @@ class algo2 {
     if (p.bytes[ti] == 0 || (persists && how == option::recompute)) return c;
     if (k >= uses.size() ? !persists : uses[k] == step_) return c;
     const auto end = static_cast<index_t>(p.num_steps());
-    const index_t to = k < uses.size() ? uses[k] : end;
+    index_t to = k < uses.size() ? uses[k] : end;
     if (to == end && step_ + 1 >= end) return c;  // no step left to swap it back in
     // from: the use (or producer) before the gap; no_index: the start, for
     // a tensor without a producer, which the swap-out then begins (with
     // `swap_state` only, like the state itself).
-    const index_t from = k > 0 ? uses[k - 1] : p.producer[ti];
-    if (from >= step_ || (from == no_index && !swap_state_)) return c;
+    index_t from = k > 0 ? uses[k - 1] : p.producer[ti];
+    if (from >= step_ || (from == no_index && !options_.swap_state)) return c;
+    if (!source_reads_[ti].empty() && !recomputation_reads(t, from, to)) return c;
     const index_t last = last_eviction_[ti];
-    if (last != no_index && evictions_[static_cast<std::size_t>(last)].to == to) return c;  // evicted already
+    if (last != no_index && evictions_[static_cast<std::size_t>(last)].to > step_) return c;  // evicted already
     c.what = {t, from, to, no_index, how};
     c.delta_m = p.bytes[ti];  // TSPLIT Eq. 2
     if (how == option::swap) {
@@ -320,6 +337,19 @@ class algo2 {
       c.delta_t = recompute_cost(t, to, limit);
     }
     return c;
+  }
+
+  /// Narrows the gap (from, to) around the current step to the planned
+  /// recomputations' reads of t: a checkpoint a recomputation reads before
+  /// step r must be on the device then, so a gap ends at r, or starts
+  /// there. \returns false if one reads t before the current step itself.
+  bool recomputation_reads(index_t t, index_t& from, index_t& to) const {
+    for (const index_t r : source_reads_[static_cast<std::size_t>(t)]) {
+      if (r == step_) return false;
+      if (r < step_) from = std::max(from, r);
+      if (r > step_) to = std::min(to, r);
+    }
+    return true;
   }
 
   /// Records the decision: M is reduced from the current step until t is
@@ -389,6 +419,12 @@ class algo2 {
   /// bottleneck there is resolved like any other.
   void recompute_transient(const eviction& e) {
     (void)recompute_cost(e.tensor, e.to, std::numeric_limits<double>::infinity());
+    if (options_.guard_checkpoints) {
+      for (const index_t x : sources_) {
+        auto& reads = source_reads_[static_cast<std::size_t>(x)];
+        reads.insert(std::ranges::upper_bound(reads, e.to), e.to);
+      }
+    }
     const auto to = static_cast<std::size_t>(e.to);
     bytes_t own = p_->workspace[to];
     for (const index_t o : p_->outputs(e.to)) own += p_->bytes[static_cast<std::size_t>(o)];
@@ -453,6 +489,7 @@ class algo2 {
     step_stamp_[static_cast<std::size_t>(made)] = stamp_;
     double sum = 0;
     chain_bytes_ = 0;
+    sources_.clear();
     while (!stack_.empty()) {
       const index_t s = stack_.back();
       stack_.pop_back();
@@ -462,7 +499,10 @@ class algo2 {
         for (const index_t o : p.outputs(s)) chain_bytes_ += p.bytes[static_cast<std::size_t>(o)];
       }
       for (const index_t x : p.inputs(s)) {
-        if (resident(x, at)) continue;
+        if (resident(x, at)) {
+          sources_.push_back(x);
+          continue;
+        }
         if (const eviction* e = evicted_at(x, at); e != nullptr && e->how == option::swap) {
           sum += dev_->h2d.transfer_us(p.bytes[static_cast<std::size_t>(x)]);
           continue;
@@ -488,8 +528,7 @@ class algo2 {
   const problem* p_;
   const device_spec* dev_;
   bytes_t budget_;
-  bool split_;                 ///< Step 2 of Algo 2 on
-  bool swap_state_;            ///< parameters and optimizer state are candidates
+  walk_options options_;
   std::vector<bytes_t> base_;  ///< M_i with no decision
   std::vector<bytes_t> starts_;  ///< per step: reductions that start there
   std::vector<bytes_t> ends_;  ///< per step: reductions that end there (the tensor is back)
@@ -510,6 +549,10 @@ class algo2 {
   std::vector<index_t> made_;  ///< per tensor: the step after which its device copy exists (j of Eq. 3)
   std::vector<eviction> evictions_;
   bytes_t chain_bytes_ = 0;  ///< the last recompute_cost's intermediates (outputs of I but t's producer)
+  std::vector<index_t> sources_;  ///< the last recompute_cost's inputs read on the device (its checkpoints)
+  /// Per tensor: the steps before which a planned recomputation reads it
+  /// (as a checkpoint), ascending — reads like the schedule's own.
+  std::vector<std::vector<index_t>> source_reads_;
   std::vector<std::uint32_t> step_stamp_;
   std::uint32_t stamp_ = 0;
   std::vector<index_t> stack_;
