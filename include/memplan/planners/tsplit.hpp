@@ -19,7 +19,9 @@
 /// repeated against a budget lowered by the overflow, a few times — a
 /// feedback step the paper's one-shot planner does not have. Where the
 /// plan's swaps stall the compute stream, Algo 2 runs again assuming
-/// slower links, and the fastest plan that fits is kept (plan_tsplit).
+/// slower links, and the fastest plan that fits is kept (plan_on_links).
+/// All of it runs with and without guarded checkpoints
+/// (`walk_options::guard_checkpoints`), the better plan kept (plan_tsplit).
 
 #include <algorithm>
 #include <cstdint>
