@@ -40,10 +40,13 @@ namespace memplan {
 
 namespace detail::tsplit {
 
-/// One run of Algo 2 against `target` and the plan it gives.
+/// One run of Algo 2 against `target` and the plans it gives.
 struct attempt {
-  plan result;  ///< memory-centric recomputation
-  plan lru;     ///< with §V-D's LRU improvement, if it spares a recomputation (else empty)
+  /// The action lists of its decisions: memory-centric recomputation
+  /// first, then those of the variants that differ from it — §V-D's LRU
+  /// improvement (where it spares a recomputation), swap-ins issued in
+  /// the order they are due (where one is issued early), both.
+  std::vector<plan> plans;
   index_t stuck = no_index;  ///< the first step no option could bring under `target`
   bytes_t stuck_memory = 0;  ///< M_i there after every option
 };
@@ -51,20 +54,22 @@ struct attempt {
 struct emitted {
   plan result;
   std::size_t kept_reads = 0;
+  std::size_t issued_early = 0;
 };
 
 /// The action list of Algo 2's decisions (tsplit_emit.hpp), in two passes:
 /// the first finds the tensors that recomputations read after their last
 /// use, the second frees those early.
 inline emitted emit(const problem& p, const algo2& walk, std::string_view name, bytes_t budget,
-                    std::span<const bytes_t> room) {
+                    std::span<const bytes_t> room, bool due_first) {
   const std::vector<std::uint8_t> none(p.num_tensors(), 0);
-  emitter first(p, walk.evictions(), walk.splits(), std::string(name), budget, none, room);
+  emitter first(p, walk.evictions(), walk.splits(), std::string(name), budget, none, room, due_first);
   first.run();
-  emitter second(p, walk.evictions(), walk.splits(), std::string(name), budget, first.read_dead(), room);
+  emitter second(p, walk.evictions(), walk.splits(), std::string(name), budget, first.read_dead(), room, due_first);
   second.run();
   const std::size_t kept_reads = second.kept_reads();
-  return {std::move(second).finish(), kept_reads};
+  const std::size_t issued_early = second.issued_early();
+  return {std::move(second).finish(), kept_reads, issued_early};
 }
 
 inline attempt plan_once(const problem& p, const device_spec& dev, std::string_view name, bytes_t budget,
@@ -78,15 +83,22 @@ inline attempt plan_once(const problem& p, const device_spec& dev, std::string_v
       a.stuck_memory = walk.memory();
     }
   }
-  a.result = emit(p, walk, name, budget, {}).result;
   // §V-D's LRU improvement keeps recomputed intermediates in the room
   // Algo 2's model leaves under `target`; without recomputations it has nothing to keep.
-  if (std::ranges::none_of(walk.evictions(), [](const eviction& e) { return e.how == option::recompute; })) return a;
-  const std::vector<bytes_t> memory = walk.memory_curve();
-  std::vector<bytes_t> room(memory.size());
-  for (std::size_t i = 0; i < room.size(); ++i) room[i] = std::max<bytes_t>(target - memory[i], 0);
-  emitted lru = emit(p, walk, name, budget, room);
-  if (lru.kept_reads > 0) a.lru = std::move(lru.result);
+  std::vector<bytes_t> room;
+  if (std::ranges::any_of(walk.evictions(), [](const eviction& e) { return e.how == option::recompute; })) {
+    const std::vector<bytes_t> memory = walk.memory_curve();
+    room.resize(memory.size());
+    for (std::size_t i = 0; i < room.size(); ++i) room[i] = std::max<bytes_t>(target - memory[i], 0);
+  }
+  for (const bool due_first : {false, true}) {
+    for (const bool lru : {false, true}) {
+      if (lru && room.empty()) break;
+      emitted e = emit(p, walk, name, budget, std::span(room).first(lru ? room.size() : 0), due_first);
+      if (due_first && e.issued_early == 0) return a;  // the same swap-ins as without
+      if (!lru || e.kept_reads > 0) a.plans.push_back(std::move(e.result));
+    }
+  }
   return a;
 }
 
@@ -96,6 +108,11 @@ inline attempt plan_once(const problem& p, const device_spec& dev, std::string_v
 struct judged {
   plan result;
   report verdict;
+  /// The most any variant of its decisions that fits stalls the compute
+  /// stream (plan_on_links' signal that Eq. 3 saw the swaps as cheaper
+  /// than they are: issuing swap-ins due first can hide the stall at the
+  /// price of memory held earlier, which a slower-link walk may not need).
+  double stall_us = 0;
 };
 
 /// Algo 2 with the simulator's feedback (see the file comment); Algo 2
@@ -110,22 +127,26 @@ inline judged plan_with_feedback(const problem& p, const device_spec& dev, const
   bytes_t target = budget;
   for (int round = 0; round < rounds && target > 0; ++round) {
     attempt a = plan_once(p, assumed, name, budget, target, options);
-    unbounded_need need;  // a.result's, when it does not fit
-    report r = sim.run(p, a.result, dev, budget, need);
-    if (!a.lru.actions.empty()) {  // the faster of the two that fit
-      const report kept = sim.run(p, a.lru, dev, budget);
-      if (kept.feasible && (!r.feasible || kept.time_us < r.time_us)) {
-        r = kept;
-        a.result = std::move(a.lru);
+    unbounded_need need;  // the memory-centric plan's, when it does not fit
+    report r = sim.run(p, a.plans.front(), dev, budget, need);
+    std::size_t fastest = 0;
+    double stall = r.feasible ? r.stall_us : 0;
+    for (std::size_t k = 1; k < a.plans.size(); ++k) {  // the fastest that fits
+      report other = sim.run(p, a.plans[k], dev, budget);
+      if (!other.feasible) continue;
+      stall = std::max(stall, other.stall_us);
+      if (!r.feasible || other.time_us < r.time_us) {
+        r = std::move(other);
+        fastest = k;
       }
     }
     if (r.feasible) {
-      a.result.best_peak = r.peak_bytes;
-      return {std::move(a.result), std::move(r)};
+      a.plans[fastest].best_peak = r.peak_bytes;
+      return {std::move(a.plans[fastest]), std::move(r), stall};
     }
     if (need.feasible && need.peak_bytes < best_peak) {
       best_peak = need.peak_bytes;
-      best = std::move(a.result);
+      best = std::move(a.plans.front());
       why = a.stuck != no_index
                 ? concat("no option is left at op '", p.op_name[static_cast<std::size_t>(a.stuck)],
                          "' (step ", a.stuck, "), where ", format_bytes(a.stuck_memory), " stay on the device")
@@ -134,7 +155,7 @@ inline judged plan_with_feedback(const problem& p, const device_spec& dev, const
     if (a.stuck != no_index || !need.feasible) break;  // a lower target cannot help
     target -= std::max(need.peak_bytes - budget, budget / 64 + 1);
   }
-  if (best.actions.empty()) best = plan_once(p, assumed, name, budget, budget, options).result;
+  if (best.actions.empty()) best = std::move(plan_once(p, assumed, name, budget, budget, options).plans.front());
   best.feasible = false;
   best.best_peak = best_peak;
   best.reason = concat(name, ": ", why, "; the smallest peak reached is ", best_peak, " bytes (",
@@ -180,7 +201,8 @@ inline constexpr double link_shares[] = {1.0, 0.5, 0.25, 0.125};
 inline constexpr double stall_worth_replanning = 0.01;
 
 /// Algo 2 on the device as profiled, and, while the best plan so far
-/// stalls the compute stream for more than 1 % of the iteration, again
+/// (or a variant of its decisions, judged::stall_us) stalls the compute
+/// stream for more than 1 % of the iteration, again
 /// with Eq. 2-3 costing swaps on links of a half, a quarter and an eighth
 /// of the bandwidth; the fastest plan that fits is kept. Eq. 3 charges a swap only the transfer time its window's
 /// idle link cannot hide, but a swap-out frees its memory only when the
@@ -194,7 +216,7 @@ inline judged plan_on_links(const problem& p, const device_spec& dev, bytes_t bu
   judged best = plan_state(p, dev, dev, budget, name, options);
   if (!best.result.feasible) return best;  // the fastest plan is sought among those that fit
   for (const double share : std::span(link_shares).subspan(1)) {
-    if (best.verdict.stall_us <= stall_worth_replanning * best.verdict.time_us) break;
+    if (best.stall_us <= stall_worth_replanning * best.verdict.time_us) break;
     best = better(std::move(best), plan_state(p, dev, with_link_share(dev, share), budget, name, options));
   }
   return best;
