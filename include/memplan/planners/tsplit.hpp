@@ -11,7 +11,8 @@
 /// ΔT/ΔM, until the bottleneck is gone (detail/tsplit_algo2.hpp). The
 /// decisions become an action list with swaps on the copy streams and
 /// memory-centric recomputation and its LRU improvement (§V-D,
-/// detail/tsplit_emit.hpp), the faster of the two plans kept.
+/// detail/tsplit_emit.hpp), with swap-ins issued at their prefetch steps
+/// and in the order they are due; the fastest of these plans is kept.
 ///
 /// The simulator is the judge. Algo 2's memory model counts tensors at step
 /// granularity; where the simulated plan still overflows (a swap-out that
