@@ -167,7 +167,6 @@ class evaluator {
  private:
   static constexpr bytes_t no_fitness = -1;  ///< an empty slot
 
-
   [[nodiscard]] fitness simulate(std::span<const placement> x) {
     ++simulations_;
     const plan pl = emit(*p_, *fm_, x, budget_).take();
