@@ -48,9 +48,12 @@ struct emitted_plan {
   std::vector<index_t> on_demand;
 };
 
-/// Emits the actions of `pol` with the in-triggers `triggers` (one per eviction).
+/// Emits the actions of `pol` with the in-triggers `triggers` (one per
+/// eviction). `keep_sources`: a tensor past its last access stays on the
+/// device while a recomputation still reads it (the simulator frees it
+/// after that read), instead of being gone as in a framework (§4.4).
 [[nodiscard]] inline emitted_plan emit_guided(const problem& p, const policy& pol, std::span<const index_t> triggers,
-                                             bytes_t budget) {
+                                             bytes_t budget, bool keep_sources = false) {
   const std::size_t n = p.num_steps();
   const std::size_t count = pol.evictions.size();
   std::vector<std::vector<index_t>> evict_after(n);
@@ -139,11 +142,11 @@ struct emitted_plan {
     em.bring_inputs(si);  // swapped inputs not yet back come back on demand
     compute_action[s] = em.compute(si);
     // A tensor past its last access is gone; a recomputation that starts
-    // from it later must make it again (§4.4).
+    // from it later must make it again (§4.4). Unless `keep_sources`.
     for (const auto list : {p.inputs(si), p.outputs(si)}) {
       for (const index_t t : list) {
         const index_t made = p.producer[static_cast<std::size_t>(t)];
-        if (recomputes && p.live_end(t) == si && !p.persistent(t) && made != no_index &&
+        if (recomputes && !keep_sources && p.live_end(t) == si && !p.persistent(t) && made != no_index &&
             p.recomputable[static_cast<std::size_t>(made)] && em.where(t) == detail::baseline::residence::device) {
           em.release_dead(t);
         }
@@ -196,10 +199,10 @@ struct guided_execution {
 };
 
 /// Runs guided iterations of `pol` under `budget` until the in-triggers are
-/// stable, at most `max_iterations`.
+/// stable, at most `max_iterations`; `keep_sources` as in emit_guided.
 [[nodiscard]] inline guided_execution guide(const problem& p, const measured_execution& m, const device_spec& dev,
                                             bytes_t budget, const policy& pol, index_t max_iterations,
-                                            simulator& sim) {
+                                            simulator& sim, bool keep_sources = false) {
   guided_execution g;
   const std::size_t count = pol.evictions.size();
   g.triggers.resize(count);
@@ -209,7 +212,7 @@ struct guided_execution {
     if (g.triggers[i] != no_index) desired[i] = m.end_us[static_cast<std::size_t>(g.triggers[i])];
   }
   const simulate_options record{.record_timeline = true, .record_memory = false};
-  emitted_plan e = emit_guided(p, pol, g.triggers, budget);
+  emitted_plan e = emit_guided(p, pol, g.triggers, budget, keep_sources);
   g.sim = sim.run(p, e.result, dev, budget, record);
   g.iterations = 1;
   g.history.push_back({g.sim.time_us, 0});
@@ -243,7 +246,7 @@ struct guided_execution {
     if (!late) break;  // stable
     ++g.iterations;
     if (moved) {
-      e = emit_guided(p, pol, g.triggers, budget);
+      e = emit_guided(p, pol, g.triggers, budget, keep_sources);
       g.sim = sim.run(p, e.result, dev, budget, record);
     }
     g.history.push_back({g.sim.time_us, 0});

@@ -69,7 +69,7 @@ inline void place_swap_ins(const problem& p, const measured_execution& m, const 
 
 /// Algo 1 under `budget`, from the access list of measured execution.
 /// \param no_swap per tensor (or empty): 1 where a guided iteration found
-///        that swapping it makes a recomputation wait for it (see `plan_capuchin`).
+///        that swapping it makes a recomputation wait for it (see `replan`).
 /// \param lineage_must_fit a recomputation whose lineage would not fit
 ///        beside what its back-access holds loses to any swap (after a
 ///        guided iteration ran out of memory).
