@@ -244,6 +244,34 @@ TEST_CASE("feedback: a late swap-in moves its in-trigger earlier by 5 % of its s
 
 }
 
+TEST_CASE("guided execution: a recomputation's source past its last access is gone, or kept until read") {
+  // Fig. 4's T2 recomputed for b2 (step 10) after f3 (step 2) read it: its
+  // lineage is f2 from T1, which f2 (step 1) read last. Gone (§4.4), T1
+  // must be made again first: f1 (50 µs) and f2 (50 µs) run before b2,
+  // 1,800 + 100 µs. Kept until the recomputation reads it, only f2 runs:
+  // 1,850 µs, with T1's 100 B on the device from f1 to b2.
+  const problem p = fig4();
+  const index_t t1 = tensor_named(p, "T1");
+  const index_t t2 = tensor_named(p, "T2");
+  const capuchin::measured_execution m = capuchin::measure(p, dev, unlimited);
+  capuchin::policy pol{{}, capuchin::memory_estimate(m.memory, unlimited)};
+  const capuchin::candidate c{t2, 2, 10, 100, 1700, 0};
+  pol.evictions.push_back({c, capuchin::regeneration::recompute, no_index, 0, 50});
+  const std::vector<index_t> triggers{no_index};
+  for (const bool keep : {false, true}) {
+    CAPTURE(keep);
+    const capuchin::emitted_plan e = capuchin::emit_guided(p, pol, triggers, unlimited, keep);
+    const report r = simulate(p, e.result, dev, unlimited);
+    REQUIRE(r.feasible);
+    CHECK(r.recomputed_ops == (keep ? 1 : 2));
+    CHECK(r.time_us == doctest::Approx(keep ? 1850 : 1900));
+    const bool t1_freed = std::ranges::any_of(
+        e.result.actions, [&](const action& a) { return a.kind == action_kind::free && a.tensor == t1; });
+    CHECK(t1_freed == !keep);
+    check_valid(p, e.result, dev, unlimited);
+  }
+}
+
 TEST_CASE("capuchin on the Fig. 4 graph: swaps T3 with the in-trigger of Eq. 1 and costs nothing") {
   const problem p = fig4();
   const bytes_t budget = p.baseline_peak() - 1;
