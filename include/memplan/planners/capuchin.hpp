@@ -116,11 +116,7 @@ struct outcome {
   // two that do not.
   outcome gone = replan(p, dev, budget, m, false);
   outcome kept = replan(p, dev, budget, m, true);
-  const bool take_kept = gone.result.feasible != kept.result.feasible
-                             ? kept.result.feasible
-                             : (kept.result.feasible ? kept.sim.time_us < gone.sim.time_us
-                                                     : kept.result.best_peak < gone.result.best_peak);
-  outcome out = std::move(take_kept ? kept : gone);
+  outcome out = std::move(detail::better_plan(kept.result, kept.sim, gone.result, gone.sim) ? kept : gone);
   out.measured = m;
   return out;
 }

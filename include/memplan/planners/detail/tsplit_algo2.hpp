@@ -500,7 +500,7 @@ class algo2 {
       }
       for (const index_t x : p.inputs(s)) {
         if (resident(x, at)) {
-          sources_.push_back(x);
+          if (options_.guard_checkpoints) sources_.push_back(x);
           continue;
         }
         if (const eviction* e = evicted_at(x, at); e != nullptr && e->how == option::swap) {
@@ -549,7 +549,8 @@ class algo2 {
   std::vector<index_t> made_;  ///< per tensor: the step after which its device copy exists (j of Eq. 3)
   std::vector<eviction> evictions_;
   bytes_t chain_bytes_ = 0;  ///< the last recompute_cost's intermediates (outputs of I but t's producer)
-  std::vector<index_t> sources_;  ///< the last recompute_cost's inputs read on the device (its checkpoints)
+  /// With guard_checkpoints: the last recompute_cost's inputs read on the device (its checkpoints).
+  std::vector<index_t> sources_;
   /// Per tensor: the steps before which a planned recomputation reads it
   /// (as a checkpoint), ascending — reads like the schedule's own.
   std::vector<std::vector<index_t>> source_reads_;

@@ -29,6 +29,14 @@ inline void record_verdict(const problem& p, plan& pl, const report& r, const de
                      format_bytes(pl.budget), "): ", r.failure);
 }
 
+/// Whether plan `b` (simulated under its budget as `rb`) is better than
+/// `a` (`ra`): it fits where `a` does not, runs faster where both fit,
+/// needs a lower peak (`plan::best_peak`) where neither does.
+[[nodiscard]] inline bool better_plan(const plan& b, const report& rb, const plan& a, const report& ra) {
+  if (a.feasible != b.feasible) return b.feasible;
+  return b.feasible ? rb.time_us < ra.time_us : b.best_peak < a.best_peak;
+}
+
 /// Simulates `pl` under its budget and records the verdict.
 inline void judge(const problem& p, plan& pl, const device_spec& dev) {
   simulator sim;
