@@ -185,8 +185,8 @@ TEST_CASE("§4.5 T1..T4: choosing T2 moves T4's source to T1 and charges T1's re
                                                {t2, 2, 7, 30, m.start_us[7], 0},
                                                {t4, 4, 6, 100, m.start_us[6], 0}};
   capuchin::msps_recomputation rec(p, m, cands);
-  // T1 from x (10 µs): MSPS 100 / 10. T2 from T1, a candidate, so assumed
-  // on the device (20 µs): 200 / 20. T4 from T2 through T3 (30 + 40 µs): 400 / 70.
+  // T1 from x (10 µs): MSPS 100 / 10. T2 from T1, live until b1 (20 µs):
+  // 200 / 20. T4 from T2 through T3 (30 + 40 µs): 400 / 70.
   CHECK(rec.of(0).srcs == std::vector<index_t>{x});
   CHECK(rec.of(1).srcs == std::vector<index_t>{t1});
   CHECK(rec.of(2).srcs == std::vector<index_t>{t2});
@@ -214,6 +214,39 @@ TEST_CASE("§4.5 T1..T4: choosing T2 moves T4's source to T1 and charges T1's re
   CHECK(rec.of(2).rp_time_us == doctest::Approx(100));
   CHECK(rec.msps(2) == doctest::Approx(4.0));
   CHECK(rec.overhead_us(2) == doctest::Approx(100));
+}
+
+TEST_CASE("§4.4: a candidate past its last access is no source; its lineage runs again") {
+  // x -> A -> B (f1 10 µs, f2 20 µs). A's last access, bA at step 4,
+  // comes before B's back-access, bB at step 5: A is gone when B is
+  // recomputed, candidate or not, so B starts from x and runs f1 and f2
+  // (30 µs, MSPS 200 / 30). Assuming A on the device (§4.4 (2)) would
+  // give 20 µs and MSPS 10.
+  test::graph_maker mk;
+  const index_t x = mk.tensor("x", 10, tensor_kind::input);
+  const index_t a = mk.tensor("A", 100, tensor_kind::activation);
+  const index_t b = mk.tensor("B", 200, tensor_kind::activation);
+  const index_t y = mk.tensor("y", 10, tensor_kind::activation);
+  const index_t g3 = mk.tensor("g3", 10, tensor_kind::gradient);
+  const index_t ga = mk.tensor("gA", 10, tensor_kind::gradient);
+  const index_t gb = mk.tensor("gB", 10, tensor_kind::gradient);
+  const index_t gx = mk.tensor("gx", 10, tensor_kind::gradient);
+  mk.op("f1", 10, {x}, {a});
+  mk.op("f2", 20, {a}, {b});
+  mk.op("f3", 30, {b}, {y});
+  mk.op("b3", 10, {y}, {g3}, 0, phase::backward);         // step 3
+  mk.op("bA", 10, {g3, a}, {ga}, 0, phase::backward);     // step 4: A's back-access, its last
+  mk.op("bB", 10, {ga, b}, {gb}, 0, phase::backward);     // step 5: B's
+  mk.op("bx", 10, {gb, x}, {gx}, 0, phase::backward);     // step 6: x stays live
+  const problem p = mk.compile();
+  const capuchin::measured_execution m = capuchin::measure(p, dev, unlimited);
+  const std::vector<capuchin::candidate> cands{{a, 1, 4, 10, m.start_us[4], 0}, {b, 2, 5, 30, m.start_us[5], 0}};
+  const capuchin::msps_recomputation rec(p, m, cands);
+  CHECK(rec.of(0).srcs == std::vector<index_t>{x});
+  CHECK(rec.of(1).srcs == std::vector<index_t>{x});
+  CHECK(rec.of(1).ops == std::vector<index_t>{0, 1});
+  CHECK(rec.overhead_us(1) == doctest::Approx(30));
+  CHECK(rec.msps(1) == doctest::Approx(200.0 / 30));
 }
 
 TEST_CASE("feedback: a late swap-in moves its in-trigger earlier by 5 % of its swap time per iteration") {

@@ -1,8 +1,8 @@
 // Tests of the DTR operator-log reader (io/dtr_log.hpp): a log written by
 // hand with every instruction, malformed lines, and the real logs of
 // ../shared/corpus/dtr-logs (skipped where the corpus is absent) against the
-// DTR simulator's no-eviction peaks and its h_DTR^eq overheads, and delta
-// and tsplit against dtr on them (issue 4's acceptance).
+// DTR simulator's no-eviction peaks and its h_DTR^eq overheads, and delta,
+// tsplit and capuchin against dtr on them (issue 4's acceptance).
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -14,6 +14,7 @@
 
 #include "memplan/cost/devices.hpp"
 #include "memplan/io/dtr_log.hpp"
+#include "memplan/planners/capuchin.hpp"
 #include "memplan/planners/delta.hpp"
 #include "memplan/planners/dtr.hpp"
 #include "memplan/planners/tsplit.hpp"
@@ -157,7 +158,7 @@ TEST_CASE("dtr log: the corpus, against the DTR simulator") {
   if (!corpus_present()) return;
   const device_spec titan_v = find_device("titan-v");
   for (const corpus_log& c : corpus) {
-    INFO(c.prefix);
+    INFO(std::string(c.prefix));
     const auto [log, p] = load(c.prefix);
     // Within 1 % of the DTR simulator's replay (the README's claim).
     CHECK(static_cast<double>(log.refcount_peak) / 1e9 == doctest::Approx(c.peak_gb).epsilon(0.01));
@@ -197,23 +198,24 @@ struct pinned_cell {
 };
 
 /// `run` on every corpus log at 0.3, 0.5, 0.7 and 0.9 of its peak: it fits
-/// on every cell, its ratio is at most `dtr`'s where `dtr` fits, its plans
-/// pass the validator (logs under 500 ops), and `pinned` cells have their
+/// on every cell where `dtr` does (and on `dtr`'s failures too unless
+/// `only_where_dtr_fits`), its ratio is at most `dtr`'s there, its feasible
+/// plans pass the validator (logs under 500 ops), and `pinned` cells have their
 /// ratio.
 template <class Planner>
-void check_against_dtr(const Planner& run, std::span<const pinned_cell> pinned) {
+void check_against_dtr(const Planner& run, std::span<const pinned_cell> pinned, bool only_where_dtr_fits = false) {
   const device_spec titan_v = find_device("titan-v");
   for (const corpus_log& c : corpus) {
     const auto [log, p] = load(c.prefix);
     for (const double ratio : {0.3, 0.5, 0.7, 0.9}) {
-      INFO(c.prefix, " at ", ratio);
+      INFO(std::string(c.prefix), " at ", ratio);
       const auto budget = static_cast<bytes_t>(ratio * static_cast<double>(log.refcount_peak));
       const double dtr = ratio_of(p, dtr_planner{}(p, titan_v, budget, planner_options{}), budget, titan_v);
       const plan pl = run(p, titan_v, budget, planner_options{});
       const double mine = ratio_of(p, pl, budget, titan_v);
-      CHECK_MESSAGE(mine > 0, pl.reason);  // feasible on every cell, dtr's two failures included
+      if (dtr > 0 || !only_where_dtr_fits) CHECK_MESSAGE(mine > 0, pl.reason);
       if (dtr > 0) CHECK(mine <= dtr);
-      if (p.num_steps() < 500) {
+      if (mine > 0 && p.num_steps() < 500) {
         const validation v = validate(p, pl, titan_v, budget);
         CHECK_MESSAGE(v.ok, (v.errors.empty() ? std::string() : v.errors.front()));
       }
@@ -250,6 +252,19 @@ TEST_CASE("dtr log: tsplit fits wherever dtr does, at or below it") {
       {"unet", 0.3, 1.602},     {"unroll_gan", 0.3, 1.000},
   };
   check_against_dtr(tsplit_planner{}, pinned);
+}
+
+TEST_CASE("dtr log: capuchin at or below dtr wherever dtr fits") {
+  if (!corpus_present()) return;
+  // capuchin's ratio where it was above dtr while a candidate past its last
+  // access counted as a recomputation source (1.213, 1.367, 1.551, 1.259,
+  // 1.177 against dtr's 1.181, 1.123, 1.465, 1.194, 1.171; msps.hpp), and
+  // on the Unrolled GAN at 0.3, where dtr fails. On U-Net at 0.3 neither fits.
+  constexpr pinned_cell pinned[] = {
+      {"resnet32", 0.3, 1.163},       {"transformer", 0.3, 1.075}, {"tv_densenet121", 0.3, 1.264},
+      {"tv_densenet121", 0.5, 1.145}, {"inceptionv4", 0.3, 1.161}, {"unroll_gan", 0.3, 1.000},
+  };
+  check_against_dtr(capuchin_planner{}, pinned, true);
 }
 
 }  // namespace

@@ -110,10 +110,10 @@ struct outcome {
   }
   // The recomputations' sources past their last access gone, as in a
   // framework (§4.4), and kept until the recomputations have read them:
-  // neither is better everywhere (DTR logs at 30 %: kept, ResNet-32 1.334
-  // -> 1.213, but the Transformer 1.367 -> 1.524), so the better plan is
-  // kept — the one that fits, the faster of two that do, the lower peak of
-  // two that do not.
+  // neither is better everywhere (DTR logs, measured 2026-11-25: kept, U-Net
+  // at 70 % 1.021 -> 1.011, but the Transformer at 30 % 1.075 -> 1.083 and
+  // DenseNet at 30-70 % does not fit), so the better plan is kept — the one
+  // that fits, the faster of two that do, the lower peak of two that do not.
   outcome gone = replan(p, dev, budget, m, false);
   outcome kept = replan(p, dev, budget, m, true);
   outcome out = std::move(detail::better_plan(kept.result, kept.sim, gone.result, gone.sim) ? kept : gone);
