@@ -128,6 +128,50 @@ TEST_CASE("executor on a hand plan: swap and recompute give the reference number
   CHECK(rs.swapped_out_bytes == 0);
 }
 
+TEST_CASE("executor: offloaded state is loaded into pinned memory, swapped in, and kept there after the run") {
+  // The two-layer chain with w1 and w2 (32 x 32 floats, 4 KiB each) in host
+  // memory between iterations: each is swapped in before its matmul and
+  // out after its sgd (which reads it), so the run moves 8 KiB each way
+  // and never holds both weights on the device before matmul2; after the
+  // run both are read back from their host copies, unchanged.
+  const auto w = example::make_float_workload(2, false);
+  const problem& p = w.p;
+  const index_t w1 = 2, w2 = 5;
+  REQUIRE(p.tensor_name[w1] == "w1");
+  REQUIRE(p.tensor_name[w2] == "w2");
+  plan_builder b(p, "hand", 1 << 20);
+  b.offload(w1);
+  b.offload(w2);
+  b.swap_in(w1);
+  b.compute(0);
+  b.compute(1);
+  b.swap_in(w2);
+  for (index_t s = 2; s <= 11; ++s) b.compute(s);
+  b.swap_out(w1);  // after sgd1 (step 11)
+  b.compute(12);
+  b.swap_out(w2);
+  const plan pl = std::move(b).finish();
+  const validation v = validate(p, pl, memplan::test::byte_per_us_device(), 1 << 20);
+  CHECK_MESSAGE(v.ok, (v.errors.empty() ? std::string() : v.errors.front()));
+  const bytes_t pinned = runtime::pinned_bytes(p, pl);
+  CHECK(pinned == 2 * 4096);  // the loaded copies, then the saved ones
+  const auto dev = host_backend::make(1 << 20, pinned);
+  runtime::executor<host::device> ex(*dev, p, pl);
+  test::integrity check(pl.actions.size());
+  const runtime::run_stats stats = ex.run(host_backend::op(w, check), host_backend::load(w));
+  CHECK(check.total() == 0);
+  CHECK(stats.ops_run == 13);
+  CHECK(stats.swapped_in_bytes == 8192);
+  CHECK(stats.swapped_out_bytes == 8192);
+  for (const index_t t : {w1, w2}) {
+    std::vector<float> out(w.values[static_cast<std::size_t>(t)].size());
+    ex.read(t, std::as_writable_bytes(std::span(out)));
+    CHECK(out == w.values[static_cast<std::size_t>(t)]);
+  }
+  ex.release();
+  CHECK(dev->pinned().in_use() == 0);
+}
+
 TEST_CASE("executor: split ops get parts and one part's workspace; a recompute leaves resident outputs alone") {
   const auto w = example::make_float_workload(2, false);
   const problem& p = w.p;

@@ -361,6 +361,17 @@ TEST_CASE("memplan-plan: round trip with every action kind, parts and waits") {
   CHECK(j["actions"][5] == json{{"kind", "swap_in"}, {"tensor", 102}, {"waits", {2}}});
   CHECK(j["decisions"]["102"] == "swap");
   CHECK(j["decisions"]["100"] == "keep");
+  CHECK_FALSE(j.contains("offloaded_state"));  // only where the plan has some
+
+  // Offloaded state by the graph's ids, read back as ascending indices.
+  memplan::plan off = pl;
+  off.offloaded_state = {1, 8};  // w (101), w.momentum (108)
+  std::ostringstream off_out;
+  io::write_plan(off_out, off, p);
+  CHECK(json::parse(off_out.str())["offloaded_state"] == json{101, 108});
+  json reordered = json::parse(off_out.str());
+  reordered["offloaded_state"] = {108, 101};
+  CHECK(io::read_plan(reordered.dump(), p).offloaded_state == std::vector<memplan::index_t>{1, 8});
 }
 
 TEST_CASE("memplan-plan: malformed plans name the action and the field") {
@@ -396,6 +407,9 @@ TEST_CASE("memplan-plan: malformed plans name the action and the field") {
   bad([](json& d) { d["budget_bytes"] = -5; }, {"field 'budget_bytes'", "-5"});
   bad([](json& d) { d["feasible"] = "yes"; }, {"field 'feasible'", "true or false"});
   bad([](json& d) { d.erase("planner"); }, {"field 'planner' is missing"});
+  bad([](json& d) { d["offloaded_state"] = {101, 999}; }, {"field 'offloaded_state[1]'", "tensor id 999"});
+  bad([](json& d) { d["offloaded_state"] = {101, 101}; }, {"field 'offloaded_state[1]'", "101 again"});
+  bad([](json& d) { d["offloaded_state"] = 101; }, {"field 'offloaded_state' must be an array"});
   expect_error<memplan::invalid_graph>([&] { static_cast<void>(io::read_plan("{\"format\": ", p)); },
                                        {"memplan-plan", "not valid JSON"});
 }

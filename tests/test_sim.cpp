@@ -304,6 +304,84 @@ TEST_CASE("one run gives the verdict under the budget and, where it does not fit
   CHECK_FALSE(need.feasible);
 }
 
+TEST_CASE("offloaded state: in host memory at the start and the end, saved after its update") {
+  // x (input, 10 B); w (parameter, 50 B) and m (its momentum, 50 B), both
+  // offloaded. f (100 µs): x, w -> y (100 B); b (100 µs, backward): y, w ->
+  // gw (50 B); u (20 µs, update): w, gw, m. Plan: swap_in w (h2d 0-50),
+  // swap_in m (50-100), f 50-150 (it waits for w), b 150-250, u 250-270,
+  // swap_out w 270-320 and m 320-370 (each waits on u, which writes them).
+  // Memory: 10 at the start; 60 at 0; at 50 m and y: 210; x goes at 150:
+  // 200; gw at 150: 250; y goes at 250: 150; gw at 270: 100; w at 320: 50;
+  // m at 370: 0. Peak 250 B, time 370 µs, 100 B each way.
+  test::graph_maker mk;
+  const index_t x = mk.tensor("x", 10, tensor_kind::input);
+  const index_t w = mk.tensor("w", 50, tensor_kind::parameter);
+  const index_t m = mk.tensor("m", 50, tensor_kind::optimizer_state);
+  const index_t y = mk.tensor("y", 100, tensor_kind::activation);
+  const index_t gw = mk.tensor("gw", 50, tensor_kind::parameter_gradient);
+  mk.op("f", 100, {x, w}, {y});
+  mk.op("b", 100, {y, w}, {gw}, 0, phase::backward);
+  mk.op("u", 20, {w, gw, m}, {}, 0, phase::update);
+  const problem p = mk.compile();
+  const auto make = [&](bool save_w, bool swap_in_w) {
+    plan_builder b(p, "hand", 1000);
+    b.offload(w);
+    b.offload(m);
+    if (swap_in_w) b.swap_in(w);
+    b.swap_in(m);
+    b.compute(0);
+    b.compute(1);
+    b.compute(2);
+    if (save_w) b.swap_out(w);
+    b.swap_out(m);
+    return std::move(b).finish();
+  };
+  const plan pl = make(true, true);
+  CHECK(pl.offloaded_state == std::vector<index_t>{w, m});
+  const report r = simulate(p, pl, dev, 1000, record_all);
+  REQUIRE_MESSAGE(r.feasible, r.failure);
+  CHECK(r.peak_bytes == 250);
+  CHECK(r.time_us == 370);
+  CHECK(r.swapped_in_bytes == 100);
+  CHECK(r.swapped_out_bytes == 100);
+  CHECK(r.offloaded_state_bytes == 100);
+  CHECK(memory_at(r, 0) == 60);
+  CHECK(memory_at(r, 50) == 210);
+  CHECK(memory_at(r, 150) == 250);
+  CHECK(memory_at(r, 320) == 50);
+  CHECK(memory_at(r, 370) == 0);
+  const validation v = validate(p, pl, dev, 250);
+  CHECK_MESSAGE(v.ok, (v.errors.empty() ? std::string() : v.errors.front()));
+  CHECK(v.peak_bytes == 250);
+  CHECK(v.time_us == 370);
+  CHECK_FALSE(simulate(p, pl, dev, 249).feasible);
+
+  // w left on the device at the end.
+  const plan kept = make(false, true);
+  CHECK(simulate(p, kept, dev, 1000).failure.find("offloaded_state 'w' is on the device at the end") !=
+        std::string::npos);
+  CHECK_FALSE(validate(p, kept, dev, 1000).ok);
+  // f reads w, which nothing brought in.
+  const plan unread = make(true, false);
+  CHECK(simulate(p, unread, dev, 1000).failure.find("it is offloaded state, in host memory until a swap_in brings it") !=
+        std::string::npos);
+  CHECK_FALSE(validate(p, unread, dev, 1000).ok);
+  // w's swap_out not waiting on u: the update would not be saved.
+  plan early = pl;
+  const index_t last = static_cast<index_t>(early.actions.size()) - 2;  // swap_out w
+  REQUIRE(early.actions[static_cast<std::size_t>(last)].kind == action_kind::swap_out);
+  early.waits.erase(early.waits.begin() + early.wait_begin[static_cast<std::size_t>(last)]);
+  for (std::size_t a = static_cast<std::size_t>(last) + 1; a < early.wait_begin.size(); ++a) --early.wait_begin[a];
+  CHECK(simulate(p, early, dev, 1000).failure.find("its update, action 4 (compute 'u'), is not saved") !=
+        std::string::npos);
+  CHECK_FALSE(validate(p, early, dev, 1000).ok);
+  // Only parameters and optimizer state can be offloaded.
+  plan activation = pl;
+  activation.offloaded_state = {w, m, y};
+  CHECK(simulate(p, activation, dev, 1000).failure.find("'y') of kind activation, made by an op; only parameters and optimizer state that no op makes") != std::string::npos);
+  CHECK_FALSE(validate(p, activation, dev, 1000).ok);
+}
+
 TEST_CASE("report JSON carries the DESIGN §8 keys") {
   const problem p = chain::make();
   report r = simulate(p, chain::swap_a1(p, chain::b3, 300), dev, 300);
@@ -319,6 +397,7 @@ TEST_CASE("report JSON carries the DESIGN §8 keys") {
   CHECK(j["recompute_s"] == 0.0);
   CHECK(j["swapped_bytes"] == 100);
   CHECK(j["swapped_in_bytes"] == 100);
+  CHECK(j["offloaded_state_bytes"] == 0);
   CHECK(j["recomputed_ops"] == 0);
   CHECK(j["split_ops"] == 0);
   CHECK(j["overhead"].get<double>() == doctest::Approx(1.0 / 11.0));

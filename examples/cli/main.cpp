@@ -346,6 +346,10 @@ int cmd_plan(const arguments& args) {
     print_table(std::cout, row_header, {row_cells(r)});
     if (!succeeded(r)) std::cout << "infeasible: " << (r.result.feasible ? r.sim.failure : r.result.reason) << "\n";
     if (succeeded(r) && !r.result.reason.empty()) std::cout << "note: " << r.result.reason << "\n";
+    if (r.sim.offloaded_state_bytes > 0) {
+      std::cout << "offloaded state: " << r.result.offloaded_state.size() << " parameters and optimizer state, "
+                << format_bytes(r.sim.offloaded_state_bytes) << ", in host memory between iterations\n";
+    }
   }
   if (!succeeded(r)) throw infeasible_exit{};
   return 0;

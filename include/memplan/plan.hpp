@@ -23,7 +23,15 @@
 ///   action that reads or writes that copy has ended; a tensor whose last
 ///   reader in the whole list has ended is released automatically, unless
 ///   it is persistent (parameter, optimizer state).
-/// - Tensors without a producer are on the device at time 0.
+/// - Tensors without a producer are on the device at time 0, except the
+///   plan's `offloaded_state`: parameters and optimizer state (without a
+///   producer) that live in
+///   host memory between iterations (as in ZeRO-Offload, or TSPLIT Table V's
+///   parameter scale). Each starts in host memory, its host copy there from
+///   the start, so a `swap_in` without an earlier swap_out brings it in; and
+///   it must end the iteration there: not on the device at the end, its
+///   latest swap_out waiting on the last update-phase compute that reads it
+///   (an update writes the state it reads, in place).
 /// - If an allocation does not fit the budget, the action waits for frees
 ///   of actions in flight; if none can come, the plan is out of memory.
 ///
@@ -133,6 +141,7 @@ struct plan {
   std::vector<index_t> wait_begin{0};  ///< CSR offsets into `waits` (actions + 1)
   std::vector<index_t> waits;          ///< indices of earlier actions
   std::vector<search_point> history;   ///< search planners: the best plan after each iteration; else empty
+  std::vector<index_t> offloaded_state;  ///< persistent tensors in host memory between iterations, ascending
 
   [[nodiscard]] std::span<const index_t> waits_of(std::size_t a) const {
     const auto b = static_cast<std::size_t>(wait_begin[a]);
@@ -213,6 +222,13 @@ class plan_builder {
     return last_compute_ = plan_.push({action_kind::free, no_index, t, parts, part}, on_);
   }
 
+  /// Persistent tensor t lives in host memory between iterations (see
+  /// plan::offloaded_state); call before any action that touches it, in
+  /// increasing order of t. Its last swap_out waits on its update.
+  void offload(index_t t) {
+    plan_.offloaded_state.push_back(t);
+    on_device_[static_cast<std::size_t>(t)] = 0;
+  }
   void decide(index_t t, decision d) { plan_.decisions[static_cast<std::size_t>(t)] = d; }
   void infeasible(std::string reason, bytes_t best_peak) {
     plan_.feasible = false;
@@ -285,6 +301,12 @@ class plan_builder {
       wait_for_maker(t, parts, micro ? part : no_index);
     }
     const index_t a = last_compute_ = plan_.push({kind, step, no_index, parts, part}, on_);
+    // An update writes the state it reads, in place: a later swap-out saves that.
+    if (p_->op_phase[static_cast<std::size_t>(step)] == phase::update) {
+      for (const index_t t : p_->inputs(step)) {
+        if (p_->persistent(t)) made_by_[static_cast<std::size_t>(t)] = a;
+      }
+    }
     // A recompute makes only the outputs that are not on the device; a
     // swapped-in one keeps its swap-in as its maker.
     for (const index_t t : p_->outputs(step)) {

@@ -122,7 +122,7 @@ struct cuda_backend {
   static auto load(const example::float_workload& w) {
     return [&w](index_t t, void* address, cuda::stream_view v) {
       const auto& values = w.values[static_cast<std::size_t>(t)];
-      MEMPLAN_CUDA_TRY(cudaMemcpyAsync(address, values.data(), values.size() * sizeof(float), cudaMemcpyHostToDevice, v));
+      MEMPLAN_CUDA_TRY(cudaMemcpyAsync(address, values.data(), values.size() * sizeof(float), cudaMemcpyDefault, v));
     };
   }
 };

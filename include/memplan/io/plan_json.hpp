@@ -4,6 +4,7 @@
 /// decisions and action list, with ops and tensors named by their ids in the
 /// graph file (reference: docs/formats.md).
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <cstddef>
@@ -60,6 +61,7 @@ class plan_reader {
     plan_.budget = top_.integer("budget_bytes");
     plan_.best_peak = top_.integer("best_peak_bytes");
     read_decisions(p.num_tensors());
+    read_offloaded_state();
     read_actions(top_.array("actions"));
   }
 
@@ -76,6 +78,21 @@ class plan_reader {
       if (it == tensor_by_id_.end()) top_.fail(field, "does not name a tensor id of the graph");
       plan_.decisions[static_cast<std::size_t>(it->second)] = top_.choice_of<decision>(value, field, decision_names);
     }
+  }
+
+  /// Optional; tensor ids, in any order, each once.
+  void read_offloaded_state() {
+    const auto ids = top_.integers_or_empty("offloaded_state");
+    for (std::size_t k = 0; k < ids.size(); ++k) {
+      const auto it = tensor_by_id_.find(ids[k]);
+      const auto field = field_reader::element("offloaded_state", k);
+      if (it == tensor_by_id_.end()) top_.fail(field, "names tensor id ", ids[k], ", which the graph does not have");
+      if (std::ranges::find(plan_.offloaded_state, it->second) != plan_.offloaded_state.end()) {
+        top_.fail(field, "names tensor id ", ids[k], " again");
+      }
+      plan_.offloaded_state.push_back(it->second);
+    }
+    std::ranges::sort(plan_.offloaded_state);
   }
 
   void read_actions(const json& actions) {
@@ -157,6 +174,12 @@ class plan_reader {
   for (std::size_t t = 0; t < pl.decisions.size(); ++t) {
     decisions[std::to_string(p.tensor_id[t])] = decision_names[static_cast<std::size_t>(pl.decisions[t])];
   }
+  json offloaded = json::array();
+  for (const index_t t : pl.offloaded_state) {
+    MEMPLAN_EXPECTS(t >= 0 && static_cast<std::size_t>(t) < p.num_tensors(), invalid_graph,
+                    "offloaded_state: tensor ", t, " is outside the problem's ", p.num_tensors(), " tensors");
+    offloaded.push_back(p.tensor_id[static_cast<std::size_t>(t)]);
+  }
   json actions = json::array();
   for (std::size_t a = 0; a < pl.actions.size(); ++a) {
     const action& act = pl.actions[a];
@@ -176,22 +199,26 @@ class plan_reader {
     if (!waits.empty()) entry["waits"] = std::vector<index_t>(waits.begin(), waits.end());
     actions.push_back(std::move(entry));
   }
-  return {{"format", plan_format},
-          {"version", plan_format_version},
-          {"planner", pl.planner},
-          {"feasible", pl.feasible},
-          {"reason", pl.reason},
-          {"budget_bytes", pl.budget},
-          {"best_peak_bytes", pl.best_peak},
-          {"decisions", std::move(decisions)},
-          {"actions", std::move(actions)}};
+  json doc = {{"format", plan_format},
+              {"version", plan_format_version},
+              {"planner", pl.planner},
+              {"feasible", pl.feasible},
+              {"reason", pl.reason},
+              {"budget_bytes", pl.budget},
+              {"best_peak_bytes", pl.best_peak},
+              {"decisions", std::move(decisions)},
+              {"actions", std::move(actions)}};
+  if (!offloaded.empty()) doc["offloaded_state"] = std::move(offloaded);
+  return doc;
 }
 
 /// Writes `to_json(pl, p)` with one action per line.
 /// \throws invalid_graph as `to_json`.
 inline void write_plan(std::ostream& out, const plan& pl, const problem& p) {
-  static constexpr std::array<std::string_view, 9> keys{
-      "format", "version", "planner", "feasible", "reason", "budget_bytes", "best_peak_bytes", "decisions", "actions"};
+  static constexpr std::array<std::string_view, 10> keys{"format",          "version",   "planner",
+                                                         "feasible",        "reason",    "budget_bytes",
+                                                         "best_peak_bytes", "decisions", "offloaded_state",
+                                                         "actions"};
   detail::write_lines(out, to_json(pl, p), keys);
 }
 

@@ -11,7 +11,9 @@ namespace memplan::io {
 
 /// The DESIGN.md §8 keys of `r`, times in seconds. `swapped_bytes` counts
 /// bytes swapped out (each swapped tensor once, as the papers count it);
-/// `swapped_in_bytes` counts the way back. `failure` only when infeasible.
+/// `swapped_in_bytes` counts the way back; `offloaded_state_bytes` is the
+/// state the plan keeps in host memory between iterations (plan.hpp).
+/// `failure` only when infeasible.
 [[nodiscard]] inline nlohmann::json to_json(const report& r) {
   constexpr double us_per_s = 1e6;
   nlohmann::json j = {
@@ -25,6 +27,7 @@ namespace memplan::io {
       {"overhead", r.overhead},
       {"swapped_bytes", r.swapped_out_bytes},
       {"swapped_in_bytes", r.swapped_in_bytes},
+      {"offloaded_state_bytes", r.offloaded_state_bytes},
       {"recomputed_ops", r.recomputed_ops},
       {"split_ops", r.split_ops},
       {"stall_s", r.stall_us / us_per_s},

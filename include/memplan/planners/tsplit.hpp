@@ -85,6 +85,7 @@ inline attempt plan_once(const problem& p, const device_spec& dev, std::string_v
       a.stuck_memory = walk.memory();
     }
   }
+  walk.finish();
   // §V-D's LRU improvement keeps recomputed intermediates in the room
   // Algo 2's model leaves under `target`; without recomputations it has nothing to keep.
   std::vector<bytes_t> room;
@@ -171,18 +172,23 @@ inline judged better(judged a, judged b) {
 }
 
 /// Algo 2 with feedback, first without swapping parameters and optimizer
-/// state, then, if that plan does not fit, with: Algo 2's memory model is
-/// conservative (a step it cannot resolve may still fit in the simulator),
-/// and swapping the state there only to satisfy the model costs time
-/// (the DTR Transformer log at 90 %: 6.6 % overhead instead of 0.3 %).
-/// `options.swap_state` is ignored.
+/// state, then, if that plan does not fit, with, and if that does not fit
+/// either, with the state offloaded between iterations: Algo 2's memory
+/// model is conservative (a step it cannot resolve may still fit in the
+/// simulator), and swapping the state there only to satisfy the model
+/// costs time (the DTR Transformer log at 90 %: 6.6 % overhead instead of
+/// 0.3 %). `options.swap_state` and `options.offload_state` are ignored.
 inline judged plan_state(const problem& p, const device_spec& dev, const device_spec& assumed, bytes_t budget,
                          std::string_view name, walk_options options) {
   options.swap_state = false;
-  judged without = plan_with_feedback(p, dev, assumed, budget, name, options);
-  if (without.result.feasible) return without;
+  options.offload_state = false;
+  judged best = plan_with_feedback(p, dev, assumed, budget, name, options);
+  if (best.result.feasible) return best;
   options.swap_state = true;
-  return better(std::move(without), plan_with_feedback(p, dev, assumed, budget, name, options));
+  best = better(std::move(best), plan_with_feedback(p, dev, assumed, budget, name, options));
+  if (best.result.feasible) return best;
+  options.offload_state = true;
+  return better(std::move(best), plan_with_feedback(p, dev, assumed, budget, name, options));
 }
 
 /// The share of the links' bandwidth Algo 2 is told it gets, tried in turn.

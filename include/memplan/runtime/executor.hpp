@@ -219,6 +219,9 @@ class executor {
   /// Runs the plan once: loads the tensors without a producer, issues every
   /// action, waits for all streams. Tensors kept after the run (persistent
   /// ones) can then be `read` until `release` or the next run.
+  /// `load(t, address, stream)` writes tensor t's initial bytes at `address`
+  /// on `stream`: device memory, or pinned host memory for the plan's
+  /// offloaded state (a CUDA loader copies with cudaMemcpyDefault).
   /// \throws action_failed naming the action whose callback or copy threw;
   ///         infeasible_budget if an allocation cannot fit even with nothing
   ///         pending (the plan exceeds the budget); after either, every byte
@@ -368,6 +371,12 @@ class executor {
     for (const index_t b : layout_.initial) {
       const index_t t = layout_.device[static_cast<std::size_t>(b)].tensor;
       void* address = dev_->device_memory() + offset(device_offset_, b);
+      launch(layout_.load, h2d, [&load, t, address](stream_view v) { load(t, address, v); });
+    }
+    for (const index_t h : layout_.initial_host) {  // offloaded state, into pinned memory
+      allocate_host(layout_.load, h);
+      const index_t t = layout_.host[static_cast<std::size_t>(h)].tensor;
+      void* address = dev_->pinned_memory() + offset(host_offset_, h);
       launch(layout_.load, h2d, [&load, t, address](stream_view v) { load(t, address, v); });
     }
     auto& loaded = events_[static_cast<std::size_t>(layout_.load)];

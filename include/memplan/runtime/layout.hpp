@@ -34,7 +34,7 @@ struct buffer {
   index_t tensor = no_index;  ///< no_index: workspace
   bytes_t bytes = 0;
   /// The action that allocates it; `layout::load` for tensors on the device
-  /// at time 0.
+  /// at time 0 and for the host copies of offloaded state.
   index_t maker = no_index;
   /// The action after whose issue it is given back (the swap_out or free
   /// releasing it, or its last holder); no_index: kept after the run.
@@ -92,6 +92,7 @@ struct layout {
   std::vector<buffer> host;
   std::vector<action_buffers> actions;
   std::vector<index_t> initial;           ///< device buffers of tensors without a producer
+  std::vector<index_t> initial_host;      ///< host copies of offloaded state, loaded at the start
   std::vector<index_t> released_at_load;  ///< initial buffers no action touches (not persistent)
   std::vector<index_t> kept_device;       ///< per tensor: its device copy kept after the run, or no_index
   std::vector<index_t> kept_host;         ///< per tensor: its host copy kept after the run, or no_index
@@ -207,8 +208,16 @@ inline std::string action_name(const problem& p, const plan& pl, index_t a) {
     return static_cast<index_t>(l.device.size() - 1);
   };
 
+  for (const index_t t : pl.offloaded_state) {
+    MEMPLAN_EXPECTS(t >= 0 && t < tensors && p.persistent(t) && at(p.producer, t) == no_index, invalid_argument,
+                    "plan: offloaded_state names tensor ", t,
+                    ", which is not a parameter or optimizer state of the problem that no op makes");
+    at(host_copy, t) = static_cast<index_t>(l.host.size());
+    l.initial_host.push_back(at(host_copy, t));
+    l.host.push_back({t, at(p.bytes, t), l.load, no_index, {}, 1, no_index, no_index, 0, no_index, false});
+  }
   for (index_t t = 0; t < tensors; ++t) {
-    if (at(p.producer, t) != no_index) continue;
+    if (at(p.producer, t) != no_index || std::ranges::binary_search(pl.offloaded_state, t)) continue;
     at(on_device, t) = new_device(t, at(p.bytes, t), l.load, 1, no_index);
     l.initial.push_back(at(on_device, t));
   }
@@ -445,9 +454,11 @@ inline std::string action_name(const problem& p, const plan& pl, index_t a) {
     if (latest && p.persistent(b.tensor) && at(on_device, b.tensor) == no_index) continue;  // kept
     if (latest) at(host_copy, b.tensor) = no_index;
     b.release = last_holder(b);
-    at(l.actions, b.release).releases_host.push_back(static_cast<index_t>(i));
+    if (b.release != no_index) at(l.actions, b.release).releases_host.push_back(static_cast<index_t>(i));
   }
   bytes_t pinned = 0;
+  for (const index_t h : l.initial_host) pinned += arena::footprint(at(l.host, h).bytes);
+  l.pinned_peak = pinned;
   for (const action_buffers& ab : l.actions) {
     const auto a = static_cast<index_t>(&ab - l.actions.data());
     if (ab.host != no_index && at(l.host, ab.host).maker == a) {
@@ -461,10 +472,11 @@ inline std::string action_name(const problem& p, const plan& pl, index_t a) {
 
 /// Host-copy bytes (arena footprints) live at once when `l`'s actions are
 /// issued in `order` (a permutation of them): each from the issue of the
-/// swap_out that makes it until its release and all its holders are issued.
-/// In list order this is `l.pinned_peak`.
+/// swap_out that makes it (the start, for offloaded state) until its
+/// release and all its holders are issued. In list order this is
+/// `l.pinned_peak`.
 [[nodiscard]] inline bytes_t pinned_peak(const layout& l, std::span<const index_t> order) {
-  std::vector<index_t> position(l.actions.size());
+  std::vector<index_t> position(l.actions.size() + 1, 0);  // the load, at the start
   for (std::size_t i = 0; i < order.size(); ++i) position[static_cast<std::size_t>(order[i])] = static_cast<index_t>(i);
   std::vector<bytes_t> change(order.size() + 1, 0);  // at each position: bytes made, then (next slot) released
   for (const buffer& b : l.host) {

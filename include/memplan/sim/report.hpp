@@ -38,6 +38,7 @@ struct report {
   bytes_t baseline_peak_bytes = 0;  ///< `problem::baseline_peak()`: no planning
   bytes_t swapped_out_bytes = 0;    ///< sum over swap_out actions
   bytes_t swapped_in_bytes = 0;     ///< sum over swap_in actions
+  bytes_t offloaded_state_bytes = 0;  ///< the plan's offloaded state: in host memory between iterations
 
   double time_us = 0;           ///< iteration time: when the last action of any stream ends
   double baseline_time_us = 0;  ///< `problem::baseline_time_us()`: the sum of op times

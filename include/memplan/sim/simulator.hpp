@@ -97,6 +97,8 @@ class simulator {
   static constexpr double never = std::numeric_limits<double>::infinity();
   /// `copy_info::release_by` of a persistent tensor's last copy, which stays.
   static constexpr index_t kept = -2;
+  /// `saved_by_` of offloaded state: its host copy is there from the start.
+  static constexpr index_t from_start = -3;
 
   report run(const problem& p, const plan& pl, const device_spec& dev, bytes_t budget, const simulate_options& opts,
              unbounded_need* need) {
@@ -226,10 +228,37 @@ class simulator {
     host_at_.resize(tensors);
     host_copy_.clear();
 
-    // Tensors without a producer are on the device at time 0 (plan.hpp).
+    // Tensors without a producer are on the device at time 0, offloaded
+    // state in host memory (plan.hpp).
+    offloaded_.assign(tensors, 0);
+    last_update_.assign(tensors, no_index);
+    for (std::size_t k = 0; k < pl.offloaded_state.size(); ++k) {
+      const index_t t = pl.offloaded_state[k];
+      if (t < 0 || static_cast<std::size_t>(t) >= tensors) {
+        return fail(detail::concat("offloaded_state names tensor ", t, ", but the problem has ", tensors, " tensors"),
+                    r);
+      }
+      const auto ti = static_cast<std::size_t>(t);
+      if (!p.persistent(t) || p.producer[ti] != no_index) {
+        return fail(detail::concat("offloaded_state names tensor ", t, " ('", p.tensor_name[ti], "') of kind ",
+                                   to_string(p.kind[ti]),
+                                   p.producer[ti] != no_index ? ", made by an op" : "",
+                                   "; only parameters and optimizer state that no op makes live in host memory "
+                                   "between iterations"),
+                    r);
+      }
+      if (k > 0 && pl.offloaded_state[k - 1] >= t) {
+        return fail(detail::concat("offloaded_state must list tensors in increasing order, without repeats; ", t,
+                                   " follows ", pl.offloaded_state[k - 1]),
+                    r);
+      }
+      offloaded_[ti] = 1;
+      saved_by_[ti] = from_start;
+      r.offloaded_state_bytes += p.bytes[ti];
+    }
     initial_bytes_ = 0;
     for (std::size_t t = 0; t < tensors; ++t) {
-      if (p.producer[t] != no_index) continue;
+      if (p.producer[t] != no_index || offloaded_[t] != 0) continue;
       current_[t] = new_copy(static_cast<index_t>(t), p.bytes[t], no_index);
       initial_bytes_ += p.bytes[t];
     }
@@ -299,6 +328,7 @@ class simulator {
             if (!hold(t, act.parts, split ? act.part : no_index, true)) {
               return fail(describe(p, pl, a) + not_on_device(p, pl, a, t), r);
             }
+            if (p.op_phase[si] == phase::update && p.persistent(t)) last_update_[static_cast<std::size_t>(t)] = a;
           }
           // compute makes every output; recompute brings back those not on the device.
           for (const index_t t : p.outputs(s)) {
@@ -373,7 +403,7 @@ class simulator {
             if (saved_by_[ti] == no_index) {
               return fail(describe(p, pl, a) + ": the tensor was never swapped out, so no host copy exists", r);
             }
-            source = saved_by_[ti];
+            source = saved_by_[ti] == from_start ? no_index : saved_by_[ti];
             c = new_copy(t, b, a);
             touch(c, false);
             alloc = b;
@@ -431,6 +461,24 @@ class simulator {
       if (computed_[s] != step_parts_[s]) {
         return fail(detail::concat("step ", s, " (op '", p.op_name[s], "'): only ", computed_[s], " of its ",
                                    step_parts_[s], " micro-ops are computed"),
+                    r);
+      }
+    }
+    // Offloaded state ends the iteration in host memory, its update saved.
+    for (const index_t t : pl.offloaded_state) {
+      const auto ti = static_cast<std::size_t>(t);
+      if (current_[ti] != no_index) {
+        return fail(detail::concat("offloaded_state '", p.tensor_name[ti],
+                                   "' is on the device at the end of the iteration; it must end in host memory "
+                                   "(swap it out after its last use)"),
+                    r);
+      }
+      const index_t update = last_update_[ti];
+      const index_t saved = saved_by_[ti];
+      if (update != no_index && (saved < update || std::ranges::find(pl.waits_of(static_cast<std::size_t>(saved)),
+                                                                     update) == pl.waits_of(static_cast<std::size_t>(saved)).end())) {
+        return fail(detail::concat("offloaded_state '", p.tensor_name[ti], "': its update, ", describe(p, pl, update),
+                                   ", is not saved; the last swap_out of it must wait on that action"),
                     r);
       }
     }
@@ -591,6 +639,10 @@ class simulator {
     if (by >= 0) {
       return detail::concat(": tensor '", p.tensor_name[ti], "' is not on the device; ", describe(p, pl, by),
                             " released it and nothing brought it back");
+    }
+    if (std::ranges::binary_search(pl.offloaded_state, t)) {
+      return detail::concat(": tensor '", p.tensor_name[ti],
+                            "' is not on the device; it is offloaded state, in host memory until a swap_in brings it");
     }
     return detail::concat(": tensor '", p.tensor_name[ti], "' is not on the device; nothing has made it yet");
   }
@@ -865,7 +917,9 @@ class simulator {
   std::size_t copy_count_ = 0;  ///< used part of `copies_`
   // Per tensor / step, during resolve.
   std::vector<index_t> current_;      ///< the copy on the device, or no_index
-  std::vector<index_t> saved_by_;     ///< latest swap_out (the host copy)
+  std::vector<index_t> saved_by_;     ///< latest swap_out (the host copy); from_start for offloaded state
+  std::vector<std::uint8_t> offloaded_;  ///< per tensor: in plan::offloaded_state
+  std::vector<index_t> last_update_;  ///< per tensor: the latest update-phase compute reading it
   std::vector<index_t> computed_;    ///< per step: 1 when computed whole, else micro-ops computed
   std::vector<index_t> step_parts_;  ///< per step: 1, or the parts of its micro-ops
   std::vector<index_t> micro_parts_;     ///< per tensor: parts of its micro-tensors on the device, 0: none

@@ -15,8 +15,10 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <map>
+#include <span>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -113,6 +115,22 @@ inline std::string name_of(const problem& p, const plan& pl, index_t a) {
       if (w < 0 || w >= a) error(concat("action ", a, " waits on action ", w, ", which does not come before it"));
     }
   }
+  // Offloaded state: parameters and optimizer state, each named once.
+  std::vector<std::uint8_t> offloaded(static_cast<std::size_t>(tensors), 0);
+  for (const index_t t : pl.offloaded_state) {
+    if (t < 0 || t >= tensors) {
+      error(concat("offloaded_state: tensor ", t, " is out of range [0, ", tensors, ")"));
+    } else if (!is_persistent(at(p.kind, t)) || at(p.producer, t) != no_index) {
+      error(concat("offloaded_state: tensor '", at(p.tensor_name, t), "' is of kind ", to_string(at(p.kind, t)),
+                   at(p.producer, t) != no_index ? " and made by an op" : "",
+                   ", not a parameter or optimizer state there at the start"));
+    } else if (at(offloaded, t)) {
+      error(concat("offloaded_state: tensor '", at(p.tensor_name, t), "' is named twice"));
+    } else {
+      at(offloaded, t) = 1;
+    }
+  }
+  if (!std::ranges::is_sorted(pl.offloaded_state)) error("offloaded_state is not in increasing order");
   if (!v.ok) return v;
 
   // 2. Streams and happens-before. seen[a][s] is the latest action of
@@ -143,6 +161,9 @@ inline std::string name_of(const problem& p, const plan& pl, index_t a) {
   std::vector<buffer> buffers;
   std::vector<index_t> on_device(static_cast<std::size_t>(tensors), -1);  // buffer, or -1
   std::vector<index_t> host_copy(static_cast<std::size_t>(tensors), no_index);
+  // Offloaded state has a host copy from the start, until a swap_out replaces it.
+  std::vector<std::uint8_t> host_from_start = offloaded;
+  std::vector<index_t> last_update(static_cast<std::size_t>(tensors), no_index);  // update-phase compute reading it
   std::vector<index_t> released(static_cast<std::size_t>(tensors), no_index);
   std::vector<int> computes(static_cast<std::size_t>(steps), 0);
   std::vector<index_t> step_parts(static_cast<std::size_t>(steps), 1);  // micro-ops: their parts
@@ -163,7 +184,7 @@ inline std::string name_of(const problem& p, const plan& pl, index_t a) {
     (void)parts;
   };
   for (index_t t = 0; t < tensors; ++t) {
-    if (at(p.producer, t) == no_index) {
+    if (at(p.producer, t) == no_index && !at(offloaded, t)) {
       at(on_device, t) = static_cast<index_t>(buffers.size());
       buffers.push_back({t, at(p.bytes, t), no_index, {}, false});
     }
@@ -172,6 +193,8 @@ inline std::string name_of(const problem& p, const plan& pl, index_t a) {
     const std::string who = name_of(p, pl, a) + what + "tensor '" + at(p.tensor_name, t) + "'";
     if (at(released, t) != no_index) {
       error(concat(who, " after ", name_of(p, pl, at(released, t)), " released it and nothing brought it back"));
+    } else if (at(offloaded, t)) {
+      error(concat(who, ", which is offloaded state, in host memory until a swap_in brings it"));
     } else {
       error(concat(who, ", which no earlier action has made"));
     }
@@ -202,6 +225,7 @@ inline std::string name_of(const problem& p, const plan& pl, index_t a) {
       }
       for (const index_t t : p.inputs(s)) {
         const bool split = micro && splits_with_batch(at(p.kind, t));
+        if (at(p.op_phase, s) == phase::update) at(last_update, t) = a;
         if (at(on_device, t) >= 0) {
           buffer& b = at(buffers, at(on_device, t));
           made_before(a, t, b);
@@ -349,11 +373,11 @@ inline std::string name_of(const problem& p, const plan& pl, index_t a) {
         error(concat(name_of(p, pl, a), ": tensor '", at(p.tensor_name, t), "' is already on the device"));
         continue;
       }
-      if (at(host_copy, t) == no_index) {
+      if (at(host_copy, t) == no_index && !at(host_from_start, t)) {
         error(concat(name_of(p, pl, a), ": tensor '", at(p.tensor_name, t), "' was never swapped out"));
         continue;
       }
-      if (!ordered(at(host_copy, t), a)) {
+      if (at(host_copy, t) != no_index && !ordered(at(host_copy, t), a)) {
         error(concat(name_of(p, pl, a), ": not ordered after the end of ", name_of(p, pl, at(host_copy, t)),
                      " (add a wait); it could copy back tensor '", at(p.tensor_name, t), "' before it is saved"));
       }
@@ -371,8 +395,9 @@ inline std::string name_of(const problem& p, const plan& pl, index_t a) {
     if (act.kind == action_kind::swap_out) {
       made_before(a, t, b);
       at(host_copy, t) = a;
+      at(host_from_start, t) = 0;
       at(duration, a) = dev.d2h.transfer_us(at(p.bytes, t));
-    } else if (at(host_copy, t) == no_index) {
+    } else if (at(host_copy, t) == no_index && !at(host_from_start, t)) {
       // Parameters and optimizer state live across iterations; a parameter
       // gradient is the iteration's result: neither may vanish unsaved.
       if (is_persistent(kind)) {
@@ -398,6 +423,20 @@ inline std::string name_of(const problem& p, const plan& pl, index_t a) {
     else if (at(computes, s) != at(step_parts, s)) {
       error(concat("step ", s, " (op '", at(p.op_name, s), "'): ", at(computes, s), " of its ", at(step_parts, s),
                    " micro-ops are computed"));
+    }
+  }
+  // Offloaded state ends in host memory, saved after its update.
+  for (const index_t t : pl.offloaded_state) {
+    if (at(on_device, t) >= 0) {
+      error(concat("offloaded state '", at(p.tensor_name, t), "' is still on the device at the end of the iteration"));
+    }
+    const index_t u = at(last_update, t);
+    if (u == no_index) continue;
+    const index_t saved = at(host_copy, t);
+    const auto waits = saved == no_index ? std::span<const index_t>() : pl.waits_of(static_cast<std::size_t>(saved));
+    if (std::ranges::find(waits, u) == waits.end()) {
+      error(concat("offloaded state '", at(p.tensor_name, t), "': its last host copy does not wait on its update, ",
+                   name_of(p, pl, u)));
     }
   }
   // What is still on the device at the end dies after its last holder,

@@ -43,6 +43,10 @@ struct eviction {
   index_t prefetch = no_index;  ///< swap: the step whose start triggers the swap-in
   option how = option::swap;
   index_t parts = 1;  ///< > 1: released micro-tensor by micro-tensor by the split op `from`
+  /// Offloaded state (plan::offloaded_state): from the start (from =
+  /// no_index) until its swap-in before its first use, and after its last
+  /// use to the end (prefetch = to = the step count: it is not swapped in).
+  bool offload = false;
   /// The first step at which the tensor is back on the device.
   [[nodiscard]] index_t back() const noexcept { return how == option::swap ? prefetch : to; }
 };
@@ -89,7 +93,19 @@ struct walk_options {
   /// its plan stalled); with it, the walk keeps more on the device, which
   /// costs other evictions (resnet50 at batch 1,783 no longer fits).
   bool guard_checkpoints = false;
+  /// With `swap_state`: the state's first and last gaps are one, across
+  /// iterations: it lives in host memory between them (plan::offloaded_state),
+  /// swapped in before its first use and out after its last (its update).
+  /// The contract otherwise keeps it on the device at the start and the end,
+  /// so the state alone caps what fits (TSPLIT Table V's parameter scale).
+  bool offload_state = false;
 };
+
+/// Does an update-phase op read (and so write, in place) t? Then offloaded
+/// state is saved after its last use; else its host copy stays current.
+[[nodiscard]] inline bool updated(const problem& p, index_t t) {
+  return std::ranges::any_of(p.uses(t), [&](index_t s) { return p.op_phase[static_cast<std::size_t>(s)] == phase::update; });
+}
 
 class algo2 {
  public:
@@ -102,7 +118,8 @@ class algo2 {
         parts_of_(p.num_tensors(), 1),
         out_(p.time_us), in_(p.time_us), cursor_(p.num_tensors(), 0), live_(p, dev), relink_at_(p.num_steps() + 1),
         returning_at_(p.num_steps()),
-        last_eviction_(p.num_tensors(), no_index), made_(p.producer), source_reads_(p.num_tensors()),
+        last_eviction_(p.num_tensors(), no_index), made_(p.producer), offloaded_(p.num_tensors(), 0),
+        source_reads_(p.num_tensors()),
         step_stamp_(p.num_steps(), 0) {
     // Tensors without a producer are live from step 0 (TSPLIT's m_0 holds
     // the input and the parameters W).
@@ -205,8 +222,31 @@ class algo2 {
       const candidate c = cost(t, how, best);
       if (c.better_than(best) || (c.valid() && !best.better_than(c) && earlier(t, how))) best = c;
       return true;
-    });
+    }, state && options_.offload_state);
     return best;
+  }
+
+  /// Eq. 3 for offloading state t at a bottleneck in its first or last gap:
+  /// its swap-in overlaps ops p .. first use - 1 (from the start on, or
+  /// after the current step when that is in the first gap), its swap-out
+  /// the ops after its last use, and what the link leaves idle there does
+  /// not hide delays the iteration's end.
+  [[nodiscard]] candidate offload_cost(index_t t) const {
+    const auto ti = static_cast<std::size_t>(t);
+    const auto uses = p_->uses(t);
+    candidate c;
+    if (offloaded_[ti] != 0) return c;
+    const index_t first = uses.front();
+    const bytes_t b = p_->bytes[ti];
+    const double to_device = dev_->h2d.transfer_us(b);
+    const double to_host = dev_->d2h.transfer_us(b);
+    const index_t prefetch = in_.latest_start(step_ < first ? step_ + 1 : 0, first, to_device);
+    c.what = {t, no_index, first, prefetch, option::swap, 1, true};
+    const double out = updated(*p_, t) ? to_host : 0.0;  // else the host copy is still current
+    c.delta_t = std::max(to_device - in_.idle(prefetch, first), 0.0) +
+                std::max(out - out_.idle(uses.back() + 1, static_cast<index_t>(p_->num_steps())), 0.0);
+    c.delta_m = b;
+    return c;
   }
 
   /// Eq. 3's backward cost of t's swap-in once it starts after the current
@@ -313,6 +353,9 @@ class algo2 {
     const bool persists = p.persistent(t);
     if (p.bytes[ti] == 0 || (persists && how == option::recompute)) return c;
     if (k >= uses.size() ? !persists : uses[k] == step_) return c;
+    if (persists && options_.offload_state && p.producer[ti] == no_index && (k == 0 || k >= uses.size())) {
+      return offload_cost(t);  // uses is not empty: t is linked
+    }
     const auto end = static_cast<index_t>(p.num_steps());
     index_t to = k < uses.size() ? uses[k] : end;
     if (to == end && step_ + 1 >= end) return c;  // no step left to swap it back in
@@ -357,6 +400,7 @@ class algo2 {
   /// split reduces M at this step (Eq. 5) and, unless the input is dead,
   /// evicts it from the next step on.
   void apply(const candidate& c) {
+    if (c.what.offload && !c.delay) return offload(c.what);
     if (c.delay) {
       const auto ti = static_cast<std::size_t>(c.what.tensor);
       eviction& e = evictions_[static_cast<std::size_t>(last_eviction_[ti])];
@@ -392,6 +436,14 @@ class algo2 {
   }
 
   [[nodiscard]] const std::vector<split_choice>& splits() const noexcept { return splits_; }
+
+  /// After the walk: adds the offloaded state's last gaps to evictions()
+  /// (kept apart until now: the latest eviction of a tensor is the one
+  /// the walk is inside or past).
+  void finish() {
+    evictions_.insert(evictions_.end(), last_gaps_.begin(), last_gaps_.end());
+    last_gaps_.clear();
+  }
 
   /// M_i of every step under all the decisions made (those of later
   /// bottlenecks lower earlier steps too): what the walk counts, after it.
@@ -431,6 +483,35 @@ class algo2 {
     const bytes_t extra = std::max<bytes_t>(chain_bytes_ - own, 0);
     ends_[to] += extra;
     starts_[to + 1] += extra;
+  }
+
+  /// Offloads state e.tensor (see offload_cost): M is reduced from the start
+  /// until its swap-in and after its last use to the end, and the copies
+  /// occupy the links there. The first gap is an eviction like any other
+  /// (its swap-in may be delayed, its gap ends at the first use); the last
+  /// one waits in last_gaps_ until finish().
+  void offload(const eviction& e) {
+    const auto ti = static_cast<std::size_t>(e.tensor);
+    const bytes_t b = p_->bytes[ti];
+    const index_t last = p_->uses(e.tensor).back();
+    const auto end = static_cast<index_t>(p_->num_steps());
+    offloaded_[ti] = 1;
+    reduced_ += b;  // the current step is in one of the two gaps
+    starts_[0] += b;
+    starts_[static_cast<std::size_t>(last) + 1] += b;
+    ends_[static_cast<std::size_t>(end)] += b;
+    if (updated(*p_, e.tensor)) out_.occupy(last + 1, dev_->d2h.transfer_us(b));
+    in_.occupy(e.prefetch, dev_->h2d.transfer_us(b));
+    ends_[static_cast<std::size_t>(e.prefetch)] += b;
+    made_[ti] = e.prefetch - 1;
+    last_eviction_[ti] = static_cast<index_t>(evictions_.size());
+    evictions_.push_back(e);
+    unlink(e.tensor);
+    if (step_ < e.to) {  // else the walk is past the first use: t stays unlinked
+      relink_at_[static_cast<std::size_t>(e.to)].push_back(e.tensor);
+      if (e.prefetch < e.to) returning_at_[static_cast<std::size_t>(e.prefetch)].push_back(e.tensor);
+    }
+    last_gaps_.push_back({e.tensor, last, end, end, option::swap, 1, true});
   }
 
   /// Bookkeeping of an eviction whose reduction `bytes` has started; its
@@ -548,6 +629,8 @@ class algo2 {
   std::vector<index_t> last_eviction_;  ///< per tensor, into evictions_
   std::vector<index_t> made_;  ///< per tensor: the step after which its device copy exists (j of Eq. 3)
   std::vector<eviction> evictions_;
+  std::vector<eviction> last_gaps_;      ///< offloaded state's gaps after its last use (finish())
+  std::vector<std::uint8_t> offloaded_;  ///< per tensor: offloaded state
   bytes_t chain_bytes_ = 0;  ///< the last recompute_cost's intermediates (outputs of I but t's producer)
   /// With guard_checkpoints: the last recompute_cost's inputs read on the device (its checkpoints).
   std::vector<index_t> sources_;

@@ -83,10 +83,12 @@ class candidate_index {
   /// ΔT/ΔM so far; infinity when there is none), ties and rounding
   /// included. visit
   /// returns false when no tensor made after t's producer can beat the best
-  /// any more: the rest of a fresh stream is skipped.
+  /// any more: the rest of a fresh stream is skipped. `unbounded`: every
+  /// swap's bound is 0 (an offloaded state's swap has no swap-out term here).
   template <class Bound, class Visit>
-  void visit(const link_occupancy& out, index_t i, bool state, Bound bound, Visit visit) {
+  void visit(const link_occupancy& out, index_t i, bool state, Bound bound, Visit visit, bool unbounded = false) {
     heads_.clear();
+    unbounded_ = unbounded;
     for (std::size_t s = 0; s < streams_.size(); ++s) {
       if (streams_[s].state == state && !streams_[s].by_made.empty()) {
         push_swap(out, i, static_cast<index_t>(s), streams_[s].by_made.begin());
@@ -148,7 +150,7 @@ class candidate_index {
     const stream& c = streams_[static_cast<std::size_t>(s)];
     const auto from = static_cast<index_t>(*it >> 32);
     // swap_cost_of's forward term.
-    const double forward = std::max(c.to_host_us - out.idle(from, i), 0.0);
+    const double forward = unbounded_ ? 0.0 : std::max(c.to_host_us - out.idle(from, i), 0.0);
     heads_.push_back({forward / static_cast<double>(c.bytes), forward, c.bytes, s, it, {}});
     std::push_heap(heads_.begin(), heads_.end(), later);
   }
@@ -166,6 +168,7 @@ class candidate_index {
   std::vector<stream> streams_;
   by_recompute_t by_recompute_;
   std::vector<head> heads_;
+  bool unbounded_ = false;  ///< of the current visit
   double slack_us_ = 0;
 };
 

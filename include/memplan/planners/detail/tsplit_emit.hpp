@@ -64,15 +64,26 @@ class emitter {
         last_read_(p.num_tensors(), 0), read_at_(room.empty() ? 0 : p.num_steps()), evict_after_(p.num_steps() + 1), prefetch_at_(p.num_steps()) {
     for (std::size_t k = splits.size(); k-- > 0;) split_at_[static_cast<std::size_t>(splits[k].step)] = static_cast<index_t>(k);
     splits_ = splits;
+    std::vector<index_t> offloaded;
     for (std::size_t e = 0; e < evictions.size(); ++e) {
-      if (evictions[e].parts == 1) {
+      const eviction& ev = evictions[e];
+      // Offloaded state starts in host memory: no swap-out at the start.
+      if (ev.offload && ev.from == no_index) offloaded.push_back(ev.tensor);
+      if (ev.parts == 1 && !(ev.offload && ev.from == no_index)) {
         // from = no_index: the tensor has no producer and leaves at the start.
-        evict_after_[static_cast<std::size_t>(evictions[e].from + 1)].push_back(static_cast<index_t>(e));
+        evict_after_[static_cast<std::size_t>(ev.from + 1)].push_back(static_cast<index_t>(e));
       }
-      if (evictions[e].how == option::swap) {
-        prefetch_at_[static_cast<std::size_t>(evictions[e].prefetch)].push_back(static_cast<index_t>(e));
-        if (due_first) due_.insert({evictions[e].to, static_cast<index_t>(e)});
+      // An offloaded state's last gap has no swap-in.
+      if (ev.how == option::swap && static_cast<std::size_t>(ev.prefetch) < p.num_steps()) {
+        prefetch_at_[static_cast<std::size_t>(ev.prefetch)].push_back(static_cast<index_t>(e));
+        if (due_first) due_.insert({ev.to, static_cast<index_t>(e)});
       }
+    }
+    std::ranges::sort(offloaded);
+    for (const index_t t : offloaded) {
+      b_.offload(t);
+      where_[static_cast<std::size_t>(t)] = residence::host;
+      has_host_[static_cast<std::size_t>(t)] = 1;
     }
   }
 
@@ -132,7 +143,8 @@ class emitter {
       const auto ti = static_cast<std::size_t>(ev.tensor);
       if (where_[ti] != residence::device) continue;
       b_.decide(ev.tensor, ev.how == option::swap ? decision::swap : decision::recompute);
-      release(ev.tensor, ev.how == option::swap);
+      // Offloaded state that no update writes keeps its host copy.
+      release(ev.tensor, ev.how == option::swap && !(ev.offload && !updated(*p_, ev.tensor)));
     }
   }
   /// Swaps t out (`save`) or frees it, whole or micro-tensor by micro-tensor.
