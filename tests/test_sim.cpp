@@ -363,8 +363,9 @@ TEST_CASE("offloaded state: in host memory at the start and the end, saved after
   CHECK_FALSE(validate(p, kept, dev, 1000).ok);
   // f reads w, which nothing brought in.
   const plan unread = make(true, false);
-  CHECK(simulate(p, unread, dev, 1000).failure.find("it is offloaded state, in host memory until a swap_in brings it") !=
-        std::string::npos);
+  CHECK(
+      simulate(p, unread, dev, 1000).failure.find("it is offloaded state, in host memory until a swap_in brings it") !=
+      std::string::npos);
   CHECK_FALSE(validate(p, unread, dev, 1000).ok);
   // w's swap_out not waiting on u: the update would not be saved.
   plan early = pl;
@@ -378,7 +379,10 @@ TEST_CASE("offloaded state: in host memory at the start and the end, saved after
   // Only parameters and optimizer state can be offloaded.
   plan activation = pl;
   activation.offloaded_state = {w, m, y};
-  CHECK(simulate(p, activation, dev, 1000).failure.find("'y') of kind activation, made by an op; only parameters and optimizer state that no op makes") != std::string::npos);
+  CHECK(simulate(p, activation, dev, 1000)
+            .failure.find(
+                "'y') of kind activation, made by an op; only parameters and optimizer state that no op makes") !=
+        std::string::npos);
   CHECK_FALSE(validate(p, activation, dev, 1000).ok);
 }
 

@@ -84,6 +84,20 @@ void check_valid(const problem& p, const plan& pl, const device_spec& d) {
   }
 }
 
+/// vgg16 at batch 16 and width factor `k` (TSPLIT Table V), and the bytes
+/// of its parameters and momentum.
+std::pair<problem, bytes_t> vgg16_at_width(const device_spec& d, int k) {
+  model::options o;
+  o.batch = 16;
+  o.scale = k;
+  problem p = compile(model::build("vgg16", o, d));
+  bytes_t state = 0;
+  for (std::size_t t = 0; t < p.num_tensors(); ++t) {
+    if (p.persistent(static_cast<index_t>(t))) state += p.bytes[t];
+  }
+  return {std::move(p), state};
+}
+
 }  // namespace
 
 TEST_CASE("link occupancy: Oc_u fills op by op, and the latest start hides a copy") {
@@ -180,14 +194,7 @@ TEST_CASE("tsplit swaps parameters and optimizer state: vgg16 at width 11 and ba
   // Width 11: 21.84 GiB of parameters and momentum, which stay on the
   // device only at the iteration's start and end (DESIGN.md §4).
   const device_spec titan = find_device("titan-rtx");
-  model::options o;
-  o.batch = 16;
-  o.scale = 11;
-  const problem p = compile(model::build("vgg16", o, titan));
-  bytes_t state = 0;
-  for (std::size_t t = 0; t < p.num_tensors(); ++t) {
-    if (p.persistent(static_cast<index_t>(t))) state += p.bytes[t];
-  }
+  const auto [p, state] = vgg16_at_width(titan, 11);
   CHECK(state == 23'448'558'912);
   const bytes_t budget = titan.memory_bytes;
   CHECK(p.baseline_peak() > budget);
@@ -208,14 +215,7 @@ TEST_CASE("tsplit offloads state between iterations: vgg16 at width 12 and batch
   // device: some of it must live in host memory between iterations
   // (plan::offloaded_state), at least the 1,207,293,760 B of excess.
   const device_spec titan = find_device("titan-rtx");
-  model::options o;
-  o.batch = 16;
-  o.scale = 12;
-  const problem p = compile(model::build("vgg16", o, titan));
-  bytes_t state = 0;
-  for (std::size_t t = 0; t < p.num_tensors(); ++t) {
-    if (p.persistent(static_cast<index_t>(t))) state += p.bytes[t];
-  }
+  const auto [p, state] = vgg16_at_width(titan, 12);
   CHECK(state == 26'977'097'536);
   const bytes_t budget = titan.memory_bytes;
   CHECK(state - budget == 1'207'293'760);

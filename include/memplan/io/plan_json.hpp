@@ -176,8 +176,8 @@ class plan_reader {
   }
   json offloaded = json::array();
   for (const index_t t : pl.offloaded_state) {
-    MEMPLAN_EXPECTS(t >= 0 && static_cast<std::size_t>(t) < p.num_tensors(), invalid_graph,
-                    "offloaded_state: tensor ", t, " is outside the problem's ", p.num_tensors(), " tensors");
+    MEMPLAN_EXPECTS(t >= 0 && static_cast<std::size_t>(t) < p.num_tensors(), invalid_graph, "offloaded_state: tensor ",
+                    t, " is outside the problem's ", p.num_tensors(), " tensors");
     offloaded.push_back(p.tensor_id[static_cast<std::size_t>(t)]);
   }
   json actions = json::array();
@@ -215,10 +215,9 @@ class plan_reader {
 /// Writes `to_json(pl, p)` with one action per line.
 /// \throws invalid_graph as `to_json`.
 inline void write_plan(std::ostream& out, const plan& pl, const problem& p) {
-  static constexpr std::array<std::string_view, 10> keys{"format",          "version",   "planner",
-                                                         "feasible",        "reason",    "budget_bytes",
-                                                         "best_peak_bytes", "decisions", "offloaded_state",
-                                                         "actions"};
+  static constexpr std::array<std::string_view, 10> keys{
+      "format",       "version",         "planner",   "feasible",        "reason",
+      "budget_bytes", "best_peak_bytes", "decisions", "offloaded_state", "actions"};
   detail::write_lines(out, to_json(pl, p), keys);
 }
 

@@ -215,7 +215,6 @@ class executor {
   }
 
  public:
-
   /// Runs the plan once: loads the tensors without a producer, issues every
   /// action, waits for all streams. Tensors kept after the run (persistent
   /// ones) can then be `read` until `release` or the next run.

@@ -241,8 +241,7 @@ class simulator {
       const auto ti = static_cast<std::size_t>(t);
       if (!p.persistent(t) || p.producer[ti] != no_index) {
         return fail(detail::concat("offloaded_state names tensor ", t, " ('", p.tensor_name[ti], "') of kind ",
-                                   to_string(p.kind[ti]),
-                                   p.producer[ti] != no_index ? ", made by an op" : "",
+                                   to_string(p.kind[ti]), p.producer[ti] != no_index ? ", made by an op" : "",
                                    "; only parameters and optimizer state that no op makes live in host memory "
                                    "between iterations"),
                     r);
@@ -475,8 +474,9 @@ class simulator {
       }
       const index_t update = last_update_[ti];
       const index_t saved = saved_by_[ti];
-      if (update != no_index && (saved < update || std::ranges::find(pl.waits_of(static_cast<std::size_t>(saved)),
-                                                                     update) == pl.waits_of(static_cast<std::size_t>(saved)).end())) {
+      if (update != no_index &&
+          (saved < update || std::ranges::find(pl.waits_of(static_cast<std::size_t>(saved)), update) ==
+                                 pl.waits_of(static_cast<std::size_t>(saved)).end())) {
         return fail(detail::concat("offloaded_state '", p.tensor_name[ti], "': its update, ", describe(p, pl, update),
                                    ", is not saved; the last swap_out of it must wait on that action"),
                     r);
@@ -919,7 +919,7 @@ class simulator {
   std::vector<index_t> current_;      ///< the copy on the device, or no_index
   std::vector<index_t> saved_by_;     ///< latest swap_out (the host copy); from_start for offloaded state
   std::vector<std::uint8_t> offloaded_;  ///< per tensor: in plan::offloaded_state
-  std::vector<index_t> last_update_;  ///< per tensor: the latest update-phase compute reading it
+  std::vector<index_t> last_update_;     ///< per tensor: the latest update-phase compute reading it
   std::vector<index_t> computed_;    ///< per step: 1 when computed whole, else micro-ops computed
   std::vector<index_t> step_parts_;  ///< per step: 1, or the parts of its micro-ops
   std::vector<index_t> micro_parts_;     ///< per tensor: parts of its micro-tensors on the device, 0: none

@@ -104,7 +104,8 @@ struct walk_options {
 /// Does an update-phase op read (and so write, in place) t? Then offloaded
 /// state is saved after its last use; else its host copy stays current.
 [[nodiscard]] inline bool updated(const problem& p, index_t t) {
-  return std::ranges::any_of(p.uses(t), [&](index_t s) { return p.op_phase[static_cast<std::size_t>(s)] == phase::update; });
+  return std::ranges::any_of(p.uses(t),
+                             [&](index_t s) { return p.op_phase[static_cast<std::size_t>(s)] == phase::update; });
 }
 
 class algo2 {
@@ -215,14 +216,17 @@ class algo2 {
       const std::uint64_t b = key(best.what.tensor);
       return k < b || (k == b && how < best.what.how);
     };
-    live_.visit(out_, step_, state, best_ratio, [&](index_t t, option how) {
-      if (best.valid() && best.delta_t == 0 && !earlier(t, how)) {  // it can at most tie a free option
-        return p_->live_begin(t) <= p_->live_begin(best.what.tensor);
-      }
-      const candidate c = cost(t, how, best);
-      if (c.better_than(best) || (c.valid() && !best.better_than(c) && earlier(t, how))) best = c;
-      return true;
-    }, state && options_.offload_state);
+    live_.visit(
+        out_, step_, state, best_ratio,
+        [&](index_t t, option how) {
+          if (best.valid() && best.delta_t == 0 && !earlier(t, how)) {  // it can at most tie a free option
+            return p_->live_begin(t) <= p_->live_begin(best.what.tensor);
+          }
+          const candidate c = cost(t, how, best);
+          if (c.better_than(best) || (c.valid() && !best.better_than(c) && earlier(t, how))) best = c;
+          return true;
+        },
+        state && options_.offload_state);
     return best;
   }
 
