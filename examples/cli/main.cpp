@@ -458,6 +458,7 @@ int cmd_maxbatch(const arguments& args) {
         row["time_s"] = r.at_max->sim.time_us / 1e6;
         row["overhead"] = r.at_max->sim.overhead;
         row["peak_bytes"] = r.at_max->sim.peak_bytes;
+        row["offloaded_state_bytes"] = r.at_max->sim.offloaded_state_bytes;
       }
       j["rows"].push_back(row);
     }
@@ -469,9 +470,11 @@ int cmd_maxbatch(const arguments& args) {
     std::vector<std::vector<std::string>> cells;
     for (const auto& [name, r] : rows) {
       cells.push_back({name, std::to_string(r.max_batch), r.at_max ? format_bytes(r.at_max->sim.peak_bytes) : "-",
-                       r.at_max ? fixed(100 * r.at_max->sim.overhead, 1) + " %" : "-"});
+                       r.at_max ? fixed(100 * r.at_max->sim.overhead, 1) + " %" : "-",
+                       r.at_max ? format_bytes(r.at_max->sim.offloaded_state_bytes) : "-"});
     }
-    print_table(std::cout, {"planner", by_scale ? "max scale" : "max batch", "peak", "overhead"}, cells);
+    print_table(std::cout, {"planner", by_scale ? "max scale" : "max batch", "peak", "overhead", "offloaded state"},
+                cells);
   }
   return 0;
 }
