@@ -38,6 +38,7 @@
 #include "memplan/model/zoo.hpp"
 #include "memplan/planners/registry.hpp"
 #include "memplan/problem.hpp"
+#include "memplan/runtime/executor.hpp"
 #include "memplan/sim/simulator.hpp"
 #include "memplan/sim/validator.hpp"
 
@@ -140,6 +141,9 @@ struct planned {
   plan result;
   report sim;
   double planning_time_s = 0;
+  /// Host memory its host copies need at once, offloaded state included
+  /// (the executor's pinned pool, runtime::pinned_bytes); 0 unless it fits.
+  bytes_t host_bytes = 0;
 };
 
 planned run_planner(const planner_entry& planner, const problem& p, const device_spec& d, bytes_t budget,
@@ -152,7 +156,8 @@ planned run_planner(const planner_entry& planner, const problem& p, const device
   so.record_memory = timeline;
   report sim = simulate(p, result, d, budget, so);
   sim.planner = std::string(planner.name);
-  return {std::move(result), std::move(sim), planning_time_s};
+  const bytes_t host = result.feasible && sim.feasible ? runtime::pinned_bytes(p, result, &d) : 0;
+  return {std::move(result), std::move(sim), planning_time_s, host};
 }
 
 bool succeeded(const planned& r) { return r.result.feasible && r.sim.feasible; }
@@ -162,6 +167,7 @@ json row_json(const planned& r) {
   j["feasible"] = succeeded(r);
   if (!r.result.reason.empty()) j["reason"] = r.result.reason;  // infeasible: why; else a caveat (milp's gap)
   j["planning_time_s"] = r.planning_time_s;
+  if (succeeded(r)) j["host_bytes"] = r.host_bytes;
   if (!r.result.history.empty()) {
     json history = json::array();
     for (const search_point& h : r.result.history) {
@@ -350,6 +356,7 @@ int cmd_plan(const arguments& args) {
       std::cout << "offloaded state: " << r.result.offloaded_state.size() << " parameters and optimizer state, "
                 << format_bytes(r.sim.offloaded_state_bytes) << ", in host memory between iterations\n";
     }
+    if (r.host_bytes > 0) std::cout << "host memory: " << format_bytes(r.host_bytes) << " of pinned host copies at most\n";
   }
   if (!succeeded(r)) throw infeasible_exit{};
   return 0;
@@ -459,6 +466,7 @@ int cmd_maxbatch(const arguments& args) {
         row["overhead"] = r.at_max->sim.overhead;
         row["peak_bytes"] = r.at_max->sim.peak_bytes;
         row["offloaded_state_bytes"] = r.at_max->sim.offloaded_state_bytes;
+        row["host_bytes"] = r.at_max->host_bytes;
       }
       j["rows"].push_back(row);
     }
@@ -471,9 +479,11 @@ int cmd_maxbatch(const arguments& args) {
     for (const auto& [name, r] : rows) {
       cells.push_back({name, std::to_string(r.max_batch), r.at_max ? format_bytes(r.at_max->sim.peak_bytes) : "-",
                        r.at_max ? fixed(100 * r.at_max->sim.overhead, 1) + " %" : "-",
+                       r.at_max ? format_bytes(r.at_max->host_bytes) : "-",
                        r.at_max ? format_bytes(r.at_max->sim.offloaded_state_bytes) : "-"});
     }
-    print_table(std::cout, {"planner", by_scale ? "max scale" : "max batch", "peak", "overhead", "offloaded state"},
+    print_table(std::cout,
+                {"planner", by_scale ? "max scale" : "max batch", "peak", "overhead", "host memory", "offloaded state"},
                 cells);
   }
   return 0;
