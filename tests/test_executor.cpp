@@ -170,6 +170,13 @@ TEST_CASE("executor: offloaded state is loaded into pinned memory, swapped in, a
   }
   ex.release();
   CHECK(dev->pinned().in_use() == 0);
+  plan unordered = pl;
+  unordered.offloaded_state = {w2, w1};
+  CHECK_THROWS_WITH_AS(static_cast<void>(runtime::layout_of(p, unordered)),
+                       doctest::Contains("offloaded_state must list tensors in increasing order"), invalid_argument);
+  plan made = pl;
+  made.offloaded_state = {w1, w2, 4};  // r1, an activation
+  CHECK_THROWS_AS(static_cast<void>(runtime::layout_of(p, made)), invalid_argument);
 }
 
 TEST_CASE("executor: split ops get parts and one part's workspace; a recompute leaves resident outputs alone") {

@@ -208,6 +208,9 @@ inline std::string action_name(const problem& p, const plan& pl, index_t a) {
     return static_cast<index_t>(l.device.size() - 1);
   };
 
+  MEMPLAN_EXPECTS(std::ranges::is_sorted(pl.offloaded_state) &&
+                      std::ranges::adjacent_find(pl.offloaded_state) == pl.offloaded_state.end(),
+                  invalid_argument, "plan: offloaded_state must list tensors in increasing order, without repeats");
   for (const index_t t : pl.offloaded_state) {
     MEMPLAN_EXPECTS(t >= 0 && t < tensors && p.persistent(t) && at(p.producer, t) == no_index, invalid_argument,
                     "plan: offloaded_state names tensor ", t,
