@@ -3,8 +3,10 @@
 //   memplan models
 //   memplan info     SOURCE [--device D] [--json]
 //   memplan plan     SOURCE --device D --budget SIZE --planner P [--json] [--out plan.json] [--trace t.json] [--seed N]
-//   memplan compare  SOURCE --device D --budget SIZE [--planners a,b,...] [--json]
-//   memplan maxbatch --model M --device D [--budget SIZE] [--planners a,b,...] [--max-overhead X] [--search batch|scale] [--json]
+//                    [--host-memory SIZE]
+//   memplan compare  SOURCE --device D --budget SIZE [--planners a,b,...] [--json] [--host-memory SIZE]
+//   memplan maxbatch --model M --device D [--budget SIZE] [--planners a,b,...] [--max-overhead X] [--search batch|scale]
+//                    [--host-memory SIZE] [--json]
 //   memplan simulate --graph G --plan P --device D [--budget SIZE] [--json] [--trace t.json]
 //   memplan validate --graph G --plan P --budget SIZE [--device D] [--json]
 //   memplan import   --dtr-log FILE [--out g.json]
@@ -19,6 +21,7 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <optional>
 #include <span>
 #include <sstream>
 #include <string>
@@ -133,6 +136,17 @@ bytes_t read_budget(const arguments& args, const problem& p) {
   return resolve(parse_size(args.require("budget")), p.baseline_peak());
 }
 
+/// `--host-memory SIZE`: the host memory a plan's host copies may take at
+/// once (the executor's pinned pool); absent: no limit.
+std::optional<bytes_t> read_host_memory(const arguments& args) {
+  const auto text = args.get("host-memory");
+  if (!text) return std::nullopt;
+  const size_spec s = parse_size(*text);
+  MEMPLAN_EXPECTS(!s.is_percent, invalid_argument, "--host-memory: '", *text,
+                  "' is a percentage of the device's baseline peak; give the host's bytes (e.g. 256GiB)");
+  return s.bytes;
+}
+
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -144,10 +158,11 @@ struct planned {
   /// Host memory its host copies need at once, offloaded state included
   /// (the executor's pinned pool, runtime::pinned_bytes); 0 unless it fits.
   bytes_t host_bytes = 0;
+  std::string host_failure;  ///< why it does not fit `--host-memory`, or empty
 };
 
 planned run_planner(const planner_entry& planner, const problem& p, const device_spec& d, bytes_t budget,
-                    const planner_options& options, bool timeline) {
+                    const planner_options& options, bool timeline, std::optional<bytes_t> host_memory) {
   const auto start = std::chrono::steady_clock::now();
   plan result = planner.run(p, d, budget, options);
   const double planning_time_s = seconds_since(start);
@@ -157,17 +172,29 @@ planned run_planner(const planner_entry& planner, const problem& p, const device
   report sim = simulate(p, result, d, budget, so);
   sim.planner = std::string(planner.name);
   const bytes_t host = result.feasible && sim.feasible ? runtime::pinned_bytes(p, result, &d) : 0;
-  return {std::move(result), std::move(sim), planning_time_s, host};
+  std::string host_failure;
+  if (host_memory && host > *host_memory) {
+    host_failure = memplan::detail::concat("its host copies need ", format_bytes(host), " (", host,
+                                           " bytes) of host memory at once; --host-memory is ",
+                                           format_bytes(*host_memory), " (", *host_memory, " bytes)");
+  }
+  return {std::move(result), std::move(sim), planning_time_s, host, std::move(host_failure)};
 }
 
-bool succeeded(const planned& r) { return r.result.feasible && r.sim.feasible; }
+bool succeeded(const planned& r) { return r.result.feasible && r.sim.feasible && r.host_failure.empty(); }
+
+/// Why `r` did not succeed: the planner's reason, the simulator's failure, or the host memory.
+const std::string& failure_of(const planned& r) {
+  return !r.result.feasible ? r.result.reason : !r.sim.feasible ? r.sim.failure : r.host_failure;
+}
 
 json row_json(const planned& r) {
   json j = to_json(r.sim);
   j["feasible"] = succeeded(r);
   if (!r.result.reason.empty()) j["reason"] = r.result.reason;  // infeasible: why; else a caveat (milp's gap)
   j["planning_time_s"] = r.planning_time_s;
-  if (succeeded(r)) j["host_bytes"] = r.host_bytes;
+  if (r.host_bytes > 0) j["host_bytes"] = r.host_bytes;
+  if (!r.host_failure.empty()) j["failure"] = r.host_failure;
   if (!r.result.history.empty()) {
     json history = json::array();
     for (const search_point& h : r.result.history) {
@@ -333,7 +360,7 @@ int cmd_plan(const arguments& args) {
   planner_options options = read_planner_options(args, std::span(&name, 1));
   const bool progress = isatty(STDERR_FILENO) != 0;
   if (progress) options.progress = [](std::string_view status) { std::cerr << "\r" << status << "\x1b[K" << std::flush; };
-  const auto r = run_planner(find_planner(name), p, d, budget, options, args.has("trace"));
+  const auto r = run_planner(find_planner(name), p, d, budget, options, args.has("trace"), read_host_memory(args));
   if (progress) std::cerr << "\r\x1b[K" << std::flush;
   if (const auto out = args.get("out")) {
     std::ofstream f(*out);
@@ -350,7 +377,7 @@ int cmd_plan(const arguments& args) {
   } else {
     print_problem_line(std::cout, p, d, budget);
     print_table(std::cout, row_header, {row_cells(r)});
-    if (!succeeded(r)) std::cout << "infeasible: " << (r.result.feasible ? r.sim.failure : r.result.reason) << "\n";
+    if (!succeeded(r)) std::cout << "infeasible: " << failure_of(r) << "\n";
     if (succeeded(r) && !r.result.reason.empty()) std::cout << "note: " << r.result.reason << "\n";
     if (r.sim.offloaded_state_bytes > 0) {
       std::cout << "offloaded state: " << r.result.offloaded_state.size() << " parameters and optimizer state, "
@@ -370,7 +397,7 @@ int cmd_compare(const arguments& args) {
   const planner_options options = read_planner_options(args, names);
   std::vector<planned> rows;
   for (const auto& name : names) {
-    rows.push_back(run_planner(find_planner(name), p, d, budget, options, false));
+    rows.push_back(run_planner(find_planner(name), p, d, budget, options, false, read_host_memory(args)));
   }
   if (args.has("json")) {
     json j{{"name", p.name}, {"device", d.name}, {"budget_bytes", budget}, {"rows", json::array()}};
@@ -415,7 +442,7 @@ batch_result search_batch(const arguments& args, const device_spec& d, const pla
     }
     const problem p = compile(model::build(model_name, mo, d));
     const bytes_t budget = args.has("budget") ? read_budget(args, p) : d.memory_bytes;
-    auto r = run_planner(planner, p, d, budget, options, false);
+    auto r = run_planner(planner, p, d, budget, options, false, read_host_memory(args));
     if (progress) std::cerr << "\r" << planner.name << ": batch " << batch << (succeeded(r) ? " fits    " : " fails   ") << std::flush;
     if (!succeeded(r) || r.sim.overhead > max_overhead) return std::nullopt;
     return r;
@@ -516,7 +543,8 @@ int cmd_simulate(const arguments& args) {
     MEMPLAN_EXPECTS(f.good(), invalid_argument, "--trace: cannot write '", *trace, "'");
     write_chrome_trace(f, p, result, sim);
   }
-  const planned r{std::move(result), std::move(sim), 0.0};
+  const bytes_t host = sim.feasible ? runtime::pinned_bytes(p, result, &d) : 0;
+  const planned r{std::move(result), std::move(sim), 0.0, host, {}};
   if (args.has("json")) {
     std::cout << row_json(r).dump(2) << "\n";
   } else {
@@ -551,16 +579,18 @@ const char* usage =
     "  models                                         zoo models, devices and planners\n"
     "  info     SOURCE [--device D] [--json]          ops, tensors, parameters, baseline peak and time\n"
     "  plan     SOURCE --device D --budget SIZE --planner P [--json] [--out plan.json] [--trace t.json] [--seed N]\n"
-    "  compare  SOURCE --device D --budget SIZE [--planners a,b,...] [--json]\n"
+    "           [--host-memory SIZE]\n"
+    "  compare  SOURCE --device D --budget SIZE [--planners a,b,...] [--json] [--host-memory SIZE]\n"
     "  maxbatch --model M --device D [--budget SIZE] [--planners a,b,...] [--max-overhead X] [--search batch|scale]\n"
-    "           [--json]\n"
+    "           [--host-memory SIZE] [--json]\n"
     "  simulate --graph G --plan P --device D [--budget SIZE] [--json] [--trace t.json]\n"
     "  validate --graph G --plan P --budget SIZE [--json]\n"
     "  import   --dtr-log FILE [--out g.json]         a DTR operator log as a memplan-graph document\n"
     "SOURCE := --model NAME [--batch N] [--scale K] [--resolution R] [--seq-len L] [--dtype fp32|fp16|bf16]\n"
     "          [--optimizer sgd|adam] [--layers N] [--cifar] | --graph FILE.json\n"
     "          | --dtr-log FILE\n"
-    "SIZE   := bytes | 24GiB | 11GB | 800MiB | 60%   (percent of the baseline peak)\n";
+    "SIZE   := bytes | 24GiB | 11GB | 800MiB | 60%   (percent of the baseline peak)\n"
+    "--host-memory: the host memory the plan's host copies may take at once (no percent); default: no limit\n";
 
 int dispatch(std::string_view command, std::span<const char* const> rest) {
   constexpr option_spec planner_flags[] = {{"seed"}, {"time-limit"}, {"threads"}};
@@ -578,11 +608,15 @@ int dispatch(std::string_view command, std::span<const char* const> rest) {
   if (command == "info") return cmd_info(arguments(command, accepted({}, true), rest));
   if (command == "import") return cmd_import(arguments(command, accepted({{"dtr-log"}, {"out"}}, false), rest));
   if (command == "plan") {
-    return cmd_plan(arguments(command, with_planner({{"budget"}, {"planner"}, {"out"}, {"trace"}}), rest));
+    return cmd_plan(
+        arguments(command, with_planner({{"budget"}, {"planner"}, {"out"}, {"trace"}, {"host-memory"}}), rest));
   }
-  if (command == "compare") return cmd_compare(arguments(command, with_planner({{"budget"}, {"planners"}}), rest));
+  if (command == "compare") {
+    return cmd_compare(arguments(command, with_planner({{"budget"}, {"planners"}, {"host-memory"}}), rest));
+  }
   if (command == "maxbatch") {
-    return cmd_maxbatch(arguments(command, with_planner({{"budget"}, {"planners"}, {"max-overhead"}, {"search"}}), rest));
+    return cmd_maxbatch(arguments(
+        command, with_planner({{"budget"}, {"planners"}, {"max-overhead"}, {"search"}, {"host-memory"}}), rest));
   }
   if (command == "simulate") {
     return cmd_simulate(arguments(
