@@ -74,6 +74,20 @@ int main(int argc, char** argv) {
       plans += write(dir / "plan_json", std::string(e.name) + "-" + std::to_string(percent) + ".json", out.str());
     }
   }
+  {  // the parameters and optimizer state in host memory between iterations (plan.hpp), by hand
+    plan_builder b(p, "offloaded", p.baseline_peak());
+    std::vector<index_t> state;
+    for (std::size_t t = 0; t < p.num_tensors(); ++t) {
+      if (p.persistent(static_cast<index_t>(t)) && p.producer[t] == no_index) state.push_back(static_cast<index_t>(t));
+    }
+    for (const index_t t : state) b.offload(t);
+    for (const index_t t : state) b.swap_in(t);
+    for (std::size_t s = 0; s < p.num_steps(); ++s) b.compute(static_cast<index_t>(s));
+    for (const index_t t : state) b.swap_out(t);
+    std::ostringstream out;
+    io::write_plan(out, std::move(b).finish(), p);
+    plans += write(dir / "plan_json", "offloaded.json", out.str());
+  }
 
   for (const char* s : {"0", "1", "512B", "1.5GiB", "11GB", "800MiB", "60%", "150.25%", "1TB", "2PiB", "8EiB",
                         "0.5KiB", "9223372036854775807", "24GiB", "1.0000001kB"}) {
