@@ -198,6 +198,38 @@ TEST_CASE("a split op costs the split model's time and one part's workspace") {
   CHECK(r.split_ops == 1);
 }
 
+TEST_CASE("a whole output of a split op is written by every micro-op: a swap-out of it waits for the last") {
+  // b (backward): y (100 B) -> gw (10 B, a parameter gradient: the
+  // micro-ops' sum), in 2 micro-ops (actions 1 and 2). Micro-op 0 makes gw,
+  // micro-op 1 adds to it: a swap-out of gw that waits only for micro-op 0
+  // would copy a partial sum while micro-op 1 writes it (TSan found such a
+  // race in a tsplit plan run on host::device).
+  test::graph_maker m;
+  const index_t x = m.tensor("x", 10, tensor_kind::input);
+  const index_t y = m.tensor("y", 100, tensor_kind::activation);
+  const index_t gw = m.tensor("gw", 10, tensor_kind::parameter_gradient);
+  m.op("f", 100, {x}, {y});
+  m.op("b", 200, {y}, {gw}, 0, phase::backward);
+  const problem p = m.compile();
+  plan_builder b(p, "split", 1000);
+  b.compute(0);
+  b.compute(1, 2, 0);
+  const index_t last = b.compute(1, 2, 1);
+  const index_t out = b.swap_out(gw);
+  const plan pl = std::move(b).finish();
+  const auto waits = pl.waits_of(static_cast<std::size_t>(out));
+  CHECK(std::ranges::find(waits, last) != waits.end());
+  CHECK(simulate(p, pl, dev, 1000).feasible);
+  CHECK(validate(p, pl, dev, 1000).ok);
+  plan early = pl;  // the swap-out waits for micro-op 0 only
+  early.waits[static_cast<std::size_t>(early.wait_begin[static_cast<std::size_t>(out)])] = last - 1;
+  const report r = simulate(p, early, dev, 1000);
+  CHECK(r.failure.find("action 2 (compute 'b'), which it needs for tensor 'gw'") != std::string::npos);
+  const validation v = validate(p, early, dev, 1000);
+  REQUIRE_FALSE(v.ok);
+  CHECK(v.errors.front().find("made by action 2 (compute 'b')") != std::string::npos);
+}
+
 TEST_CASE("invalid plans are reported, never thrown or hung") {
   const problem p = chain::make();
   const auto failure = [&](const plan& pl) {

@@ -322,7 +322,10 @@ class plan_builder {
       const micro_state& held = micro_[ti];
       const bool as_micro = held.parts > 0 && std::ranges::find(held.on_device, 0) == held.on_device.end();
       if (kind == action_kind::recompute && (on_device_[ti] || as_micro)) continue;
-      if (part != no_index && part > 0 && on_device_[ti]) continue;  // a whole output: micro-op 0 made it
+      if (part != no_index && part > 0 && on_device_[ti]) {  // a whole output: micro-op 0 made it, this one writes it too
+        made_by_[ti] = a;
+        continue;
+      }
       made_by_[ti] = a;
       on_device_[ti] = 1;
       micro_[ti].parts = 0;

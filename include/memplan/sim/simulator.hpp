@@ -151,7 +151,7 @@ class simulator {
     bytes_t bytes;
     double release_us;  ///< latest end of the holders started so far
     index_t release_by; ///< the holder ending then: the copy is freed at its end; or `kept`
-    index_t creator;    ///< no_index: on the device at time 0
+    index_t creator;    ///< the action that made it, or last wrote it (a later micro-op); no_index: there at time 0
     index_t tensor;
     /// Holders that have not started. A persistent tensor's last copy has
     /// one more that never starts — the next iteration — so it is never freed.
@@ -345,7 +345,10 @@ class simulator {
             }
             auto& c = current_[ti];
             if (c != no_index) {
-              if (micro && act.kind == action_kind::compute) touch(c, true);  // a whole output made by micro-op 0
+              if (micro && act.kind == action_kind::compute) {  // a whole output made by micro-op 0, written by this one
+                touch(c, true);
+                copies_[static_cast<std::size_t>(c)].creator = a;  // a later reader (a swap-out) waits for this write
+              }
               continue;
             }
             if (micro_parts_[ti] != 0) {

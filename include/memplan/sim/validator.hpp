@@ -50,6 +50,7 @@ struct buffer {
   index_t maker = no_index;   ///< the action that allocates it; no_index: there at time 0
   std::vector<index_t> holders;  ///< actions that must end before it can go
   bool goes = false;             ///< released at all (explicitly, or dead and not persistent)
+  index_t writer = no_index;     ///< a later micro-op that wrote this whole output after its maker
 };
 
 /// "action 5 (compute 'relu1')" or "action 7 (free 'a1')".
@@ -200,8 +201,9 @@ inline std::string name_of(const problem& p, const plan& pl, index_t a) {
     }
   };
   const auto made_before = [&](index_t a, index_t t, const buffer& b) {
-    if (b.maker != no_index && !ordered(b.maker, a)) {
-      error(concat(name_of(p, pl, a), " uses tensor '", at(p.tensor_name, t), "' made by ", name_of(p, pl, b.maker),
+    const index_t made = b.writer != no_index ? b.writer : b.maker;
+    if (made != no_index && !ordered(made, a)) {
+      error(concat(name_of(p, pl, a), " uses tensor '", at(p.tensor_name, t), "' made by ", name_of(p, pl, made),
                    ", but no wait or stream order makes it start after that ends"));
     }
   };
@@ -267,7 +269,10 @@ inline std::string name_of(const problem& p, const plan& pl, index_t a) {
           continue;
         }
         if (at(on_device, t) >= 0) {
-          if (micro && act.kind == action_kind::compute) at(buffers, at(on_device, t)).holders.push_back(a);
+          if (micro && act.kind == action_kind::compute) {  // micro-op 0 made this whole output; this one writes it
+            at(buffers, at(on_device, t)).holders.push_back(a);
+            at(buffers, at(on_device, t)).writer = a;
+          }
           continue;
         }
         if (at(micro_parts, t) > 0 && micro_count(t) == at(micro_parts, t)) {
