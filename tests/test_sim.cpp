@@ -408,6 +408,18 @@ TEST_CASE("offloaded state: in host memory at the start and the end, saved after
   CHECK(simulate(p, early, dev, 1000).failure.find("its update, action 4 (compute 'u'), is not saved") !=
         std::string::npos);
   CHECK_FALSE(validate(p, early, dev, 1000).ok);
+  // Not offloaded, w saved before u and dropped after it: u's write is lost.
+  plan_builder stale_b(p, "stale", 1000);
+  stale_b.compute(0);
+  stale_b.compute(1);
+  stale_b.swap_out(w);
+  stale_b.swap_in(w);
+  const index_t update = stale_b.compute(2);
+  stale_b.free(w);
+  const validation stale = validate(p, std::move(stale_b).finish(), dev, 1000);
+  REQUIRE_FALSE(stale.ok);
+  CHECK(stale.errors.front().find(detail::concat("loses the update of parameter 'w' by action ", update,
+                                                 " (compute 'u')")) != std::string::npos);
   // Only parameters and optimizer state can be offloaded.
   plan activation = pl;
   activation.offloaded_state = {w, m, y};

@@ -402,6 +402,11 @@ inline std::string name_of(const problem& p, const plan& pl, index_t a) {
       at(host_copy, t) = a;
       at(host_from_start, t) = 0;
       at(duration, a) = dev.d2h.transfer_us(at(p.bytes, t));
+    } else if (is_persistent(kind) && at(last_update, t) != no_index && at(host_copy, t) != no_index &&
+               at(host_copy, t) < at(last_update, t)) {
+      // An update writes the state it reads, in place: a host copy from before it is stale.
+      error(concat(name_of(p, pl, a), ": loses the update of ", to_string(kind), " '", at(p.tensor_name, t), "' by ",
+                   name_of(p, pl, at(last_update, t)), ", which no later swap_out saved"));
     } else if (at(host_copy, t) == no_index && !at(host_from_start, t)) {
       // Parameters and optimizer state live across iterations; a parameter
       // gradient is the iteration's result: neither may vanish unsaved.
