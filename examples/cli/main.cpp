@@ -434,6 +434,7 @@ batch_result search_batch(const arguments& args, const device_spec& d, const pla
   model::options mo = read_model_options(args);
   const std::string model_name = args.require("model");
   const bool by_scale = search_by_scale(args);
+  const std::optional<bytes_t> host_memory = read_host_memory(args);
   const auto try_batch = [&](int batch) -> std::optional<planned> {
     if (by_scale) {
       mo.scale = batch;
@@ -442,7 +443,7 @@ batch_result search_batch(const arguments& args, const device_spec& d, const pla
     }
     const problem p = compile(model::build(model_name, mo, d));
     const bytes_t budget = args.has("budget") ? read_budget(args, p) : d.memory_bytes;
-    auto r = run_planner(planner, p, d, budget, options, false, read_host_memory(args));
+    auto r = run_planner(planner, p, d, budget, options, false, host_memory);
     if (progress) std::cerr << "\r" << planner.name << ": batch " << batch << (succeeded(r) ? " fits    " : " fails   ") << std::flush;
     if (!succeeded(r) || r.sim.overhead > max_overhead) return std::nullopt;
     return r;

@@ -230,7 +230,6 @@ class simulator {
 
     // Tensors without a producer are on the device at time 0, offloaded
     // state in host memory (plan.hpp).
-    offloaded_.assign(tensors, 0);
     last_update_.assign(tensors, no_index);
     for (std::size_t k = 0; k < pl.offloaded_state.size(); ++k) {
       const index_t t = pl.offloaded_state[k];
@@ -251,13 +250,12 @@ class simulator {
                                    " follows ", pl.offloaded_state[k - 1]),
                     r);
       }
-      offloaded_[ti] = 1;
       saved_by_[ti] = from_start;
       r.offloaded_state_bytes += p.bytes[ti];
     }
     initial_bytes_ = 0;
     for (std::size_t t = 0; t < tensors; ++t) {
-      if (p.producer[t] != no_index || offloaded_[t] != 0) continue;
+      if (p.producer[t] != no_index || saved_by_[t] == from_start) continue;
       current_[t] = new_copy(static_cast<index_t>(t), p.bytes[t], no_index);
       initial_bytes_ += p.bytes[t];
     }
@@ -476,10 +474,10 @@ class simulator {
                     r);
       }
       const index_t update = last_update_[ti];
+      if (update == no_index) continue;  // no op writes it: its host copy is current
       const index_t saved = saved_by_[ti];
-      if (update != no_index &&
-          (saved < update || std::ranges::find(pl.waits_of(static_cast<std::size_t>(saved)), update) ==
-                                 pl.waits_of(static_cast<std::size_t>(saved)).end())) {
+      const auto waits = saved > update ? pl.waits_of(static_cast<std::size_t>(saved)) : std::span<const index_t>();
+      if (std::ranges::find(waits, update) == waits.end()) {
         return fail(detail::concat("offloaded_state '", p.tensor_name[ti], "': its update, ", describe(p, pl, update),
                                    ", is not saved; the last swap_out of it must wait on that action"),
                     r);
@@ -921,7 +919,6 @@ class simulator {
   // Per tensor / step, during resolve.
   std::vector<index_t> current_;      ///< the copy on the device, or no_index
   std::vector<index_t> saved_by_;     ///< latest swap_out (the host copy); from_start for offloaded state
-  std::vector<std::uint8_t> offloaded_;  ///< per tensor: in plan::offloaded_state
   std::vector<index_t> last_update_;     ///< per tensor: the latest update-phase compute reading it
   std::vector<index_t> computed_;    ///< per step: 1 when computed whole, else micro-ops computed
   std::vector<index_t> step_parts_;  ///< per step: 1, or the parts of its micro-ops

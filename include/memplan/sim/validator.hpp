@@ -162,8 +162,8 @@ inline std::string name_of(const problem& p, const plan& pl, index_t a) {
   std::vector<buffer> buffers;
   std::vector<index_t> on_device(static_cast<std::size_t>(tensors), -1);  // buffer, or -1
   std::vector<index_t> host_copy(static_cast<std::size_t>(tensors), no_index);
-  // Offloaded state has a host copy from the start, until a swap_out replaces it.
-  std::vector<std::uint8_t> host_from_start = offloaded;
+  // Offloaded state has a host copy from the start (host_copy stays
+  // no_index until a swap_out replaces it).
   std::vector<index_t> last_update(static_cast<std::size_t>(tensors), no_index);  // update-phase compute reading it
   std::vector<index_t> released(static_cast<std::size_t>(tensors), no_index);
   std::vector<int> computes(static_cast<std::size_t>(steps), 0);
@@ -378,7 +378,7 @@ inline std::string name_of(const problem& p, const plan& pl, index_t a) {
         error(concat(name_of(p, pl, a), ": tensor '", at(p.tensor_name, t), "' is already on the device"));
         continue;
       }
-      if (at(host_copy, t) == no_index && !at(host_from_start, t)) {
+      if (at(host_copy, t) == no_index && !at(offloaded, t)) {
         error(concat(name_of(p, pl, a), ": tensor '", at(p.tensor_name, t), "' was never swapped out"));
         continue;
       }
@@ -400,14 +400,13 @@ inline std::string name_of(const problem& p, const plan& pl, index_t a) {
     if (act.kind == action_kind::swap_out) {
       made_before(a, t, b);
       at(host_copy, t) = a;
-      at(host_from_start, t) = 0;
       at(duration, a) = dev.d2h.transfer_us(at(p.bytes, t));
     } else if (is_persistent(kind) && at(last_update, t) != no_index && at(host_copy, t) != no_index &&
                at(host_copy, t) < at(last_update, t)) {
       // An update writes the state it reads, in place: a host copy from before it is stale.
       error(concat(name_of(p, pl, a), ": loses the update of ", to_string(kind), " '", at(p.tensor_name, t), "' by ",
                    name_of(p, pl, at(last_update, t)), ", which no later swap_out saved"));
-    } else if (at(host_copy, t) == no_index && !at(host_from_start, t)) {
+    } else if (at(host_copy, t) == no_index && !at(offloaded, t)) {
       // Parameters and optimizer state live across iterations; a parameter
       // gradient is the iteration's result: neither may vanish unsaved.
       if (is_persistent(kind)) {

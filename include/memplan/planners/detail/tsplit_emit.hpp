@@ -68,8 +68,9 @@ class emitter {
     for (std::size_t e = 0; e < evictions.size(); ++e) {
       const eviction& ev = evictions[e];
       // Offloaded state starts in host memory: no swap-out at the start.
-      if (ev.offload && ev.from == no_index) offloaded.push_back(ev.tensor);
-      if (ev.parts == 1 && !(ev.offload && ev.from == no_index)) {
+      const bool from_host = ev.offload && ev.from == no_index;
+      if (from_host) offloaded.push_back(ev.tensor);
+      if (ev.parts == 1 && !from_host) {
         // from = no_index: the tensor has no producer and leaves at the start.
         evict_after_[static_cast<std::size_t>(ev.from + 1)].push_back(static_cast<index_t>(e));
       }
