@@ -145,6 +145,12 @@ class simulator {
     index_t splits;       ///< the whole copy it splits in place into micro-tensors, or no_index
     stream_kind stream;
   };
+  /// A copy an action holds, and the action that must have ended before it
+  /// starts because it reads what that one made or last wrote (no_index: none).
+  struct touch_info {
+    index_t copy;
+    index_t after;
+  };
   /// One device copy of a tensor: made by one action (or there at time 0),
   /// released once every holder has ended.
   struct copy_info {
@@ -192,10 +198,12 @@ class simulator {
     touches_.resize(std::max(touches_.size(), 2 * (touch_count_ + touches)));
     copies_.resize(std::max(copies_.size(), 2 * (copy_count_ + copies)));
   }
-  /// Action being resolved holds copy c; `reads` says its creator must have ended first.
+  /// Action being resolved holds copy c; `reads` says the copy's maker or
+  /// latest writer so far (in issue order) must have ended first.
   void touch(index_t c, bool reads) {
-    touches_[touch_count_++] = c * 2 + (reads ? 1 : 0);
-    ++copies_[static_cast<std::size_t>(c)].pending;
+    copy_info& info = copies_[static_cast<std::size_t>(c)];
+    touches_[touch_count_++] = {c, reads ? info.creator : no_index};
+    ++info.pending;
   }
 
   /// Pass 1, in issue order (plan.hpp's rules on which copy is on the device).
@@ -436,8 +444,8 @@ class simulator {
       // `execute` finds and reports it at the time it happens.
       if (source != no_index && end_[static_cast<std::size_t>(source)] > start) unbounded_ = false;
       for (std::size_t k = static_cast<std::size_t>(touch_begin); k < touch_count_; ++k) {
-        copy_info& c = copies_[static_cast<std::size_t>(touches_[k] >> 1)];
-        if ((touches_[k] & 1) != 0 && c.creator != no_index && end_[static_cast<std::size_t>(c.creator)] > start) {
+        copy_info& c = copies_[static_cast<std::size_t>(touches_[k].copy)];
+        if (touches_[k].after != no_index && end_[static_cast<std::size_t>(touches_[k].after)] > start) {
           unbounded_ = false;
         }
         if (end >= c.release_us) {
@@ -835,11 +843,11 @@ class simulator {
           }
         }
         const double end = now + info.duration_us;
-        for (const index_t t : touches_of(chosen)) {
-          copy_info& c = copies_[static_cast<std::size_t>(t >> 1)];
+        for (const touch_info& t : touches_of(chosen)) {
+          copy_info& c = copies_[static_cast<std::size_t>(t.copy)];
           // A copy it reads must have been made (plan.hpp): a wait is missing otherwise.
-          if ((t & 1) != 0 && c.creator != no_index && end_[static_cast<std::size_t>(c.creator)] > now) {
-            fail_late(p, pl, chosen, c.creator, c.tensor, now, r);
+          if (t.after != no_index && end_[static_cast<std::size_t>(t.after)] > now) {
+            fail_late(p, pl, chosen, t.after, c.tensor, now, r);
             return finish();
           }
           // On a tie the starting action takes the free: an earlier holder
@@ -887,7 +895,7 @@ class simulator {
                                format_bytes(budget));
   }
 
-  [[nodiscard]] std::span<const index_t> touches_of(std::size_t i) const {
+  [[nodiscard]] std::span<const touch_info> touches_of(std::size_t i) const {
     const auto b = static_cast<std::size_t>(info_[i].touch_begin);
     return {touches_.data() + b, static_cast<std::size_t>(info_[i + 1].touch_begin) - b};
   }
@@ -906,7 +914,7 @@ class simulator {
   }
 
   std::vector<action_info> info_;  ///< per action, plus one for the end of the touches
-  std::vector<index_t> touches_;   ///< per action, the copies it holds: copy * 2 + (1 if it reads it)
+  std::vector<touch_info> touches_;  ///< per action, the copies it holds
   std::size_t touch_count_ = 0;    ///< used part of `touches_`
   bool unbounded_ = false;         ///< the issue-order times are valid if memory never binds
   double unbounded_time_us_ = 0;   ///< and then the iteration time
