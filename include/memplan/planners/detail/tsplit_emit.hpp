@@ -16,8 +16,9 @@
 /// and abandon the least recently used intermediate tensor once the
 /// available memory is not enough"), an intermediate that the schedule
 /// reads again is kept instead, until that read, as long as the kept ones
-/// fit the room Algo 2's memory model leaves at each step (`room`); when
-/// they do not, the least recently used go first. A later recomputation
+/// fit the room left at each step (`room`, tsplit.hpp: what the simulated
+/// memory-centric plan or Algo 2's model leaves), during the step too; at
+/// the next step, the least recently used go first. A later recomputation
 /// or the schedule's own read then finds it on the device.
 ///
 /// A split op (§V-A, Fig. 10) runs as its micro-ops, and after micro-op k
@@ -371,7 +372,12 @@ class emitter {
     const problem& p = *p_;
     const auto uses = p.uses(x);
     const auto next = std::upper_bound(uses.begin(), uses.end(), now_);
-    if (room_.empty() || has_host_[xi] || held_parts_[xi] != 1 || next == uses.end()) {
+    // The kept ones fit the room at this step too, not only from the next
+    // (a chain run once would keep all its intermediates through the step).
+    // Older ones are not abandoned for it here: this step's recomputations
+    // may still read them.
+    if (room_.empty() || has_host_[xi] || held_parts_[xi] != 1 || next == uses.end() ||
+        kept_bytes_ + p.bytes[xi] > room_[static_cast<std::size_t>(now_)]) {
       release(x, false);
       return;
     }
