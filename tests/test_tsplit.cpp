@@ -112,10 +112,14 @@ TEST_CASE("link occupancy: Oc_u fills op by op, and the latest start hides a cop
   CHECK(oc.idle(0, 5) == 330);
   // Idle time left before step 4: op 2 30 µs, op 3 200 µs. A 200 µs copy
   // done by step 4 may start at step 3, a 230 µs one at step 2; 250 µs
-  // cannot be hidden, so it starts as early as allowed (lo).
+  // cannot be hidden: from step 0 or 1 on it would stall step 4 by 20 µs,
+  // and from step 2 on too (op 0's link time is taken, op 1 has none), so
+  // it starts at 2 and holds no memory over ops 0-1.
   CHECK(oc.latest_start(0, 4, 200) == 3);
   CHECK(oc.latest_start(0, 4, 230) == 2);
-  CHECK(oc.latest_start(1, 4, 250) == 1);
+  CHECK(oc.latest_start(0, 4, 250) == 2);
+  CHECK(oc.latest_start(1, 4, 250) == 2);
+  CHECK(oc.latest_start(3, 4, 250) == 3);
   CHECK(oc.latest_start(1, 4, 0) == 4);
 }
 
@@ -337,6 +341,53 @@ TEST_CASE("§V-D: memory-centric recomputation and its LRU improvement on a chai
   check(std::vector<bytes_t>(p.num_steps(), 100), 4, 2, 1200, 500);
 }
 
+// A chain of five ops whose four activations Algo 2 recomputes (every
+// tensor 100 B, every op 100 µs):
+//   0 f1: x -> a1   2 f3: a2 -> a3   4 f5: a4 -> a5   6 b4: g5, a4 -> g4   8 b2: g3, a2 -> g2
+//   1 f2: a1 -> a2  3 f4: a3 -> a4   5 b5: a5 -> g5   7 b3: g4, a3 -> g3   9 b1: g2, a1 -> g1
+TEST_CASE("Eq. 4's chain in M_i: memory-centric, two of its tensors at a time") {
+  using detail::tsplit::emitter;
+  using detail::concat;
+  test::graph_maker m;
+  const index_t x = m.tensor("x", 100, tensor_kind::parameter);
+  std::vector<index_t> a;
+  std::vector<index_t> g;
+  for (int k = 1; k <= 5; ++k) a.push_back(m.tensor(concat("a", k), 100, tensor_kind::activation));
+  for (int k = 1; k <= 5; ++k) g.push_back(m.tensor(concat("g", k), 100, tensor_kind::gradient));
+  m.op("f1", 100, {x}, {a[0]});
+  for (std::size_t k = 1; k < 5; ++k) m.op(concat("f", k + 1), 100, {a[k - 1]}, {a[k]});
+  m.op("b5", 100, {a[4]}, {g[4]}, 0, phase::backward);
+  for (std::size_t k = 4; k >= 1; --k) m.op(concat("b", k), 100, {g[k], a[k - 1]}, {g[k - 1]}, 0, phase::backward);
+  const problem p = m.compile();
+  // a_k leaves once f_k+1 has read it (at step k+1, f_k+2 reads a_k+1).
+  algo2 walk(p, dev, 1000);
+  for (index_t k = 0; k < 4; ++k) {
+    walk_to(walk, k + 2);
+    const candidate c = walk.cost(a[static_cast<std::size_t>(k)], option::recompute);
+    REQUIRE(c.valid());
+    CHECK(c.what.to == 9 - k);  // b_k+1
+    walk.apply(c);
+  }
+  // Before b4 Eq. 4's I is f1 f2 f3 f4 (a3 is away until b3). Memory-
+  // centric, it holds a_k and a_k+1 while f_k+1 runs: with x and g5, 400 B;
+  // then b4 holds x, g5, a4, g4: 400 B. Counting the sum of its
+  // intermediates (a1 a2 a3) made M_6 600 B; b3's chain f1 f2 f3, 500 B.
+  const std::vector<bytes_t> m_i = walk.memory_curve();
+  CHECK(m_i == std::vector<bytes_t>{200, 300, 300, 300, 300, 300, 400, 400, 400, 400});
+  // The simulator agrees on the emitted plan.
+  const std::vector<std::uint8_t> none(p.num_tensors(), 0);
+  emitter e(p, walk.evictions(), {}, "hand", 400, none);
+  e.run();
+  const plan pl = std::move(e).finish();
+  CHECK(std::ranges::count(pl.actions, action_kind::recompute, &action::kind) == 10);  // 1 + 2 + 3 + 4
+  const report r = simulate(p, pl, dev, 400);
+  CHECK(r.feasible);
+  CHECK(r.peak_bytes == 400);
+  CHECK(r.time_us == doctest::Approx(2000));  // 10 ops and 10 recomputations
+  CHECK(validate(p, pl, dev, 400).ok);
+  CHECK_FALSE(simulate(p, pl, dev, 399).feasible);
+}
+
 // Algo 2 line 7 as written: cost every tensor of the training's state
 // (`state`) or every other one, oldest first, swap before recompute, and
 // keep the first of the smallest ΔT/ΔM.
@@ -448,10 +499,10 @@ TEST_CASE("tsplit-nosplit on zoo models: validator-clean plans under 60% and 40%
   }
 }
 
-TEST_CASE("swaps that stall: Algo 2 again on slower links, the fastest plan kept (resnet50, batch 1,604)") {
+TEST_CASE("swaps that stall: Algo 2 again on slower links, the fastest plan kept (resnet50, batch 1,200)") {
   const device_spec titan = find_device("titan-rtx");
   model::options o;
-  o.batch = 1604;  // tsplit-nosplit's largest batch in Table IV
+  o.batch = 1200;
   const problem p = compile(model::build("resnet50", o, titan));
   const bytes_t budget = titan.memory_bytes;
   // On the device as profiled, Eq. 3 sees the swaps nearly hidden, yet the
@@ -478,9 +529,10 @@ TEST_CASE("swaps that stall: Algo 2 again on slower links, the fastest plan kept
   REQUIRE(pl.feasible);
   const report r = simulate(p, pl, titan, budget);
   CHECK(r.time_us == fastest);
-  // Measured: 81.9 % overhead as profiled, 70.6 % kept (docs/results.md, Table IV).
-  CHECK(at_full.overhead == doctest::Approx(0.819).epsilon(0.005));
-  CHECK(r.overhead == doctest::Approx(0.706).epsilon(0.005));
+  // Measured: 31.4 % overhead as profiled (15 % of the iteration stalled),
+  // 15.9 % kept (guarded checkpoints, half the bandwidth assumed).
+  CHECK(at_full.overhead == doctest::Approx(0.314).epsilon(0.005));
+  CHECK(r.overhead == doctest::Approx(0.159).epsilon(0.005));
   check_valid(p, pl, titan);
 }
 

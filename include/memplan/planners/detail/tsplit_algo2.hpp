@@ -121,7 +121,7 @@ class algo2 {
         returning_at_(p.num_steps()),
         last_eviction_(p.num_tensors(), no_index), made_(p.producer), offloaded_(p.num_tensors(), 0),
         source_reads_(p.num_tensors()),
-        step_stamp_(p.num_steps(), 0) {
+        step_stamp_(p.num_steps(), 0), last_read_(p.num_tensors(), no_index), tensor_stamp_(p.num_tensors(), 0) {
     // Tensors without a producer are live from step 0 (TSPLIT's m_0 holds
     // the input and the parameters W).
     for (std::size_t t = 0; t < p.num_tensors(); ++t) {
@@ -413,7 +413,7 @@ class algo2 {
       e.prefetch = c.what.prefetch;
       made_[ti] = e.prefetch - 1;
       returning_.erase(key(c.what.tensor));
-      returning_at_[static_cast<std::size_t>(e.prefetch)].push_back(c.what.tensor);
+      if (e.prefetch < e.to) returning_at_[static_cast<std::size_t>(e.prefetch)].push_back(c.what.tensor);
       in_.occupy(e.prefetch, dev_->h2d.transfer_us(c.delta_m));
       return;
     }
@@ -471,8 +471,9 @@ class algo2 {
 
   /// Memory-centric recomputation (§V-D) makes I's intermediates for a
   /// moment just before step `to`, when the op's own outputs and workspace
-  /// are not allocated yet: M_to counts what they exceed those by, so that a
-  /// bottleneck there is resolved like any other.
+  /// are not allocated yet, nor t until its producer runs: M_to counts what
+  /// the chain's peak (chain_peak) exceeds those by, so that a bottleneck
+  /// there is resolved like any other.
   void recompute_transient(const eviction& e) {
     (void)recompute_cost(e.tensor, e.to, std::numeric_limits<double>::infinity());
     if (options_.guard_checkpoints) {
@@ -484,7 +485,8 @@ class algo2 {
     const auto to = static_cast<std::size_t>(e.to);
     bytes_t own = p_->workspace[to];
     for (const index_t o : p_->outputs(e.to)) own += p_->bytes[static_cast<std::size_t>(o)];
-    const bytes_t extra = std::max<bytes_t>(chain_bytes_ - own, 0);
+    const auto ti = static_cast<std::size_t>(e.tensor);
+    const bytes_t extra = std::max<bytes_t>(chain_peak(p_->producer[ti], e.to) - own - p_->bytes[ti], 0);
     ends_[to] += extra;
     starts_[to + 1] += extra;
   }
@@ -573,16 +575,14 @@ class algo2 {
     stack_.push_back(made);
     step_stamp_[static_cast<std::size_t>(made)] = stamp_;
     double sum = 0;
-    chain_bytes_ = 0;
+    chain_.clear();
     sources_.clear();
     while (!stack_.empty()) {
       const index_t s = stack_.back();
       stack_.pop_back();
       sum += p.time_us[static_cast<std::size_t>(s)];
       if (sum > limit) return never;
-      if (s != made) {
-        for (const index_t o : p.outputs(s)) chain_bytes_ += p.bytes[static_cast<std::size_t>(o)];
-      }
+      chain_.push_back(s);
       for (const index_t x : p.inputs(s)) {
         if (resident(x, at)) {
           if (options_.guard_checkpoints) sources_.push_back(x);
@@ -600,6 +600,54 @@ class algo2 {
       }
     }
     return sum;
+  }
+
+  /// The most memory the last recompute_cost's chain I takes at once when
+  /// it runs memory-centric (tsplit_emit.hpp): its ops in schedule order,
+  /// each op's outputs and workspace allocated while its inputs are held,
+  /// each intermediate (an output of I but of `made`, t's producer; or an
+  /// input swapped in on demand) freed after its last reader in I. The sum
+  /// of the intermediates, counted before, held a chain through layer1 of
+  /// resnet101 at batch 1,760 at 13.5 GiB where the emitted plan needs two
+  /// of its tensors at a time, and Algo 2 found no option left there.
+  [[nodiscard]] bytes_t chain_peak(index_t made, index_t at) {
+    const problem& p = *p_;
+    std::ranges::sort(chain_);
+    const auto in_chain = [&](index_t x) {
+      const index_t px = p.producer[static_cast<std::size_t>(x)];
+      return px != no_index && px != made && std::ranges::binary_search(chain_, px);
+    };
+    for (const index_t s : chain_) {
+      for (const index_t o : p.outputs(s)) last_read_[static_cast<std::size_t>(o)] = no_index;
+    }
+    for (const index_t s : chain_) {
+      for (const index_t x : p.inputs(s)) last_read_[static_cast<std::size_t>(x)] = s;
+    }
+    bytes_t live = 0;
+    bytes_t peak = 0;
+    for (const index_t s : chain_) {
+      for (const index_t x : p.inputs(s)) {  // swapped in on demand, once
+        const auto xi = static_cast<std::size_t>(x);
+        if (in_chain(x) || tensor_stamp_[xi] == stamp_ || resident(x, at)) continue;
+        tensor_stamp_[xi] = stamp_;
+        live += p.bytes[xi];
+      }
+      bytes_t out = 0;
+      for (const index_t o : p.outputs(s)) out += p.bytes[static_cast<std::size_t>(o)];
+      peak = std::max(peak, live + out + p.workspace[static_cast<std::size_t>(s)]);
+      live += out;
+      for (const index_t x : p.inputs(s)) {
+        const auto xi = static_cast<std::size_t>(x);
+        if (last_read_[xi] != s || (!in_chain(x) && tensor_stamp_[xi] != stamp_)) continue;
+        last_read_[xi] = no_index;
+        live -= p.bytes[xi];
+      }
+      if (s == made) continue;
+      for (const index_t o : p.outputs(s)) {  // read by no op of I
+        if (last_read_[static_cast<std::size_t>(o)] == no_index) live -= p.bytes[static_cast<std::size_t>(o)];
+      }
+    }
+    return peak;
   }
 
   /// Live tensors are kept oldest first (by the step that made them):
@@ -635,13 +683,15 @@ class algo2 {
   std::vector<eviction> evictions_;
   std::vector<eviction> last_gaps_;      ///< offloaded state's gaps after its last use (finish())
   std::vector<std::uint8_t> offloaded_;  ///< per tensor: offloaded state
-  bytes_t chain_bytes_ = 0;  ///< the last recompute_cost's intermediates (outputs of I but t's producer)
+  std::vector<index_t> chain_;  ///< the last recompute_cost's I
   /// With guard_checkpoints: the last recompute_cost's inputs read on the device (its checkpoints).
   std::vector<index_t> sources_;
   /// Per tensor: the steps before which a planned recomputation reads it
   /// (as a checkpoint), ascending — reads like the schedule's own.
   std::vector<std::vector<index_t>> source_reads_;
   std::vector<std::uint32_t> step_stamp_;
+  std::vector<index_t> last_read_;  ///< per tensor: its last reader in chain_ (chain_peak's scratch)
+  std::vector<std::uint32_t> tensor_stamp_;  ///< per tensor: swapped in for chain_ (chain_peak's scratch)
   std::uint32_t stamp_ = 0;
   std::vector<index_t> stack_;
 };

@@ -68,13 +68,16 @@ class link_occupancy {
     return idle_.prefix(static_cast<std::size_t>(to)) - idle_.prefix(static_cast<std::size_t>(from));
   }
   /// The latest step p in [lo, q] with idle(p, q) >= us: where a copy of
-  /// `us` must start to be done by step q; `lo` when even that is too late.
+  /// `us` must start to be done by step q. Where even idle(lo, q) is less,
+  /// the latest p with idle(p, q) = idle(lo, q): the copy stalls step q as
+  /// little as from lo, and its tensor takes no memory while the link is
+  /// busy with other copies before p.
   [[nodiscard]] index_t latest_start(index_t lo, index_t q, double us) const {
-    if (us <= 0) return std::max(lo, q);
+    if (us <= 0 || lo >= q) return std::max(lo, q);
     const double total = idle_.prefix(static_cast<std::size_t>(q));
-    if (total < us) return lo;
-    const auto p = static_cast<index_t>(idle_.count_within(total - us));
-    return std::clamp(p, lo, std::max(lo, q));
+    const double most = total - idle_.prefix(static_cast<std::size_t>(lo));  // idle(lo, q)
+    const auto p = static_cast<index_t>(idle_.count_within(total - std::min(us, most)));
+    return std::clamp(p, lo, q);
   }
   /// A copy of `us` starts at step `from` and takes the link's idle time
   /// from there on, op by op (TSPLIT §V-B: simulate the PCIe occupancy).
