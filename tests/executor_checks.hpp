@@ -133,7 +133,7 @@ void check_every_planner(Backend& backend) {
       makers.emplace_back(entry.name, [&](bytes_t budget) { return entry.run(w.p, dev, budget, options); });
     }
     makers.emplace_back("tsplit's split walk", [&](bytes_t budget) {
-      return detail::tsplit::plan_tsplit(w.p, dev, budget, "tsplit", true).result;
+      return detail::tsplit::plan_tsplit(w.p, dev, budget, "tsplit", {true}, 0).result;
     });
     for (const auto& [name, make] : makers) {
       int feasible = 0;

@@ -536,6 +536,23 @@ TEST_CASE("swaps that stall: Algo 2 again on slower links, the fastest plan kept
   check_valid(p, pl, titan);
 }
 
+TEST_CASE("tsplit's four walks on one thread or two: the same plan") {
+  const device_spec titan = find_device("titan-rtx");
+  model::options o;
+  o.batch = 668;  // tsplit's largest batch in Table IV, with split ops
+  const problem p = compile(model::build("vgg16", o, titan));
+  planner_options one;
+  one.threads = 1;
+  planner_options two;
+  two.threads = 2;
+  const plan a = find_planner("tsplit").run(p, titan, titan.memory_bytes, one);
+  const plan b = find_planner("tsplit").run(p, titan, titan.memory_bytes, two);
+  REQUIRE(a.feasible);
+  CHECK(simulate(p, a, titan, titan.memory_bytes).split_ops > 0);
+  CHECK(io::to_json(a, p) == io::to_json(b, p));
+  check_valid(p, b, titan);
+}
+
 TEST_CASE("Eq. 5-6: split options at the Fig. 7 bottleneck and on a dead input (Fig. 8)") {
   const problem p = fig7::make();
   algo2 a(p, dev, 600, {.split = true});
