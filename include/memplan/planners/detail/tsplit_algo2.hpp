@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <limits>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "memplan/cost/device.hpp"
@@ -114,7 +115,10 @@ class algo2 {
   static constexpr index_t split_parts[] = {2, 4, 8, 16, 32};
 
   algo2(const problem& p, const device_spec& dev, bytes_t budget, walk_options options = {})
-      : p_(&p), dev_(&dev), budget_(budget), options_(options), base_(p.baseline_memory()),
+      : algo2(p, dev, std::vector<bytes_t>(p.num_steps(), budget), options) {}
+  /// With a budget per step (tsplit.hpp lowers it where a plan overflows).
+  algo2(const problem& p, const device_spec& dev, std::vector<bytes_t> budget, walk_options options = {})
+      : p_(&p), dev_(&dev), budget_(std::move(budget)), options_(options), base_(p.baseline_memory()),
         starts_(p.num_steps() + 1, 0), ends_(p.num_steps() + 1, 0), split_of_(p.num_steps(), no_index),
         parts_of_(p.num_tensors(), 1),
         out_(p.time_us), in_(p.time_us), cursor_(p.num_tensors(), 0), live_(p, dev), relink_at_(p.num_steps() + 1),
@@ -166,7 +170,7 @@ class algo2 {
   /// Algo 2 lines 5-18: applies the best option until M_i fits the budget.
   /// \returns false when no option is left and M_i still does not fit.
   bool resolve() {
-    while (memory() > budget_) {
+    while (memory() > budget_[static_cast<std::size_t>(step_)]) {
       const candidate c = best();
       if (!c.valid()) return false;
       apply(c);
@@ -660,7 +664,7 @@ class algo2 {
 
   const problem* p_;
   const device_spec* dev_;
-  bytes_t budget_;
+  std::vector<bytes_t> budget_;  ///< per step
   walk_options options_;
   std::vector<bytes_t> base_;  ///< M_i with no decision
   std::vector<bytes_t> starts_;  ///< per step: reductions that start there
