@@ -231,8 +231,8 @@ inline judged plan_with_feedback(const problem& p, const device_spec& dev, const
   const bytes_t margin = budget / 64 + 1;
   bytes_t first_overflow = 0;  // of the first round, which both ways of lowering start from
   for (const bool local : {true, false}) {
+    if (!local && first_overflow == 0) break;  // the first round could not be lowered
     std::vector<bytes_t> target(p.num_steps(), budget - (local ? 0 : first_overflow));
-    if (!local && first_overflow == 0) break;
     for (int round = local ? 0 : 1; round < rounds; ++round) {
       attempt a = plan_once(p, dev, assumed, name, budget, target, options, sim);
       std::size_t fastest = a.plans.size();  // the fastest that fits
@@ -347,10 +347,11 @@ inline judged plan_on_links(const problem& p, const device_spec& dev, bytes_t bu
 
 /// plan_on_links with each `walk_options::split` of `splits`, each without
 /// and with `walk_options::guard_checkpoints`, the best plan kept, the
-/// first of equals in that order (`tsplit`: with split, then without). Algo 2 is greedy: a split taken early can
-/// leave a later bottleneck with fewer options, or cost more time than the
-/// evictions it spared; Algo 2 line 15 compares the options per
-/// bottleneck, this also compares whole plans. Neither guard setting is
+/// first of equals in that order (`tsplit`: with split, then without).
+/// Algo 2 is greedy: a split taken early can leave a later bottleneck with
+/// fewer options, or cost more time than the evictions it spared; Algo 2
+/// line 15 compares the options per bottleneck, this also compares whole
+/// plans. Neither guard setting is
 /// better everywhere (measured with each alone, before swap-ins were issued
 /// due first: guarded, the DTR logs at 30 % went from 1.255 to 1.222 on
 /// ResNet-32 and from 1.307 to 1.171 on InceptionV4, and inception_v4 on
