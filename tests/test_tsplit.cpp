@@ -84,6 +84,13 @@ void check_valid(const problem& p, const plan& pl, const device_spec& d) {
   }
 }
 
+/// Zoo model `name` at batch `batch`, built for `d`.
+problem zoo(const char* name, int batch, const device_spec& d) {
+  model::options o;
+  o.batch = batch;
+  return compile(model::build(name, o, d));
+}
+
 /// vgg16 at batch 16 and width factor `k` (TSPLIT Table V), and the bytes
 /// of its parameters and momentum.
 std::pair<problem, bytes_t> vgg16_at_width(const device_spec& d, int k) {
@@ -485,9 +492,7 @@ TEST_CASE("tsplit-nosplit: infeasible budgets give the smallest peak reached and
 TEST_CASE("tsplit-nosplit on zoo models: validator-clean plans under 60% and 40% of the baseline peak") {
   const device_spec titan = find_device("titan-rtx");
   for (const char* name : {"resnet50", "vgg16", "transformer"}) {
-    model::options o;
-    o.batch = 32;
-    const problem p = compile(model::build(name, o, titan));
+    const problem p = zoo(name, 32, titan);
     for (const double share : {0.6, 0.4}) {
       CAPTURE(name);
       CAPTURE(share);
@@ -501,9 +506,7 @@ TEST_CASE("tsplit-nosplit on zoo models: validator-clean plans under 60% and 40%
 
 TEST_CASE("swaps that stall: Algo 2 again on slower links, the fastest plan kept (resnet50, batch 1,200)") {
   const device_spec titan = find_device("titan-rtx");
-  model::options o;
-  o.batch = 1200;
-  const problem p = compile(model::build("resnet50", o, titan));
+  const problem p = zoo("resnet50", 1200, titan);
   const bytes_t budget = titan.memory_bytes;
   // On the device as profiled, Eq. 3 sees the swaps nearly hidden, yet the
   // plan stalls the compute stream (swap-outs free their memory when their
@@ -538,9 +541,7 @@ TEST_CASE("swaps that stall: Algo 2 again on slower links, the fastest plan kept
 
 TEST_CASE("feedback: the target lowered where the simulated plan overflows (vgg16, batch 668)") {
   const device_spec titan = find_device("titan-rtx");
-  model::options o;
-  o.batch = 668;
-  const problem p = compile(model::build("vgg16", o, titan));
+  const problem p = zoo("vgg16", 668, titan);
   const bytes_t budget = titan.memory_bytes;
   const detail::tsplit::walk_options walk{.split = true, .swap_state = true};
   // Algo 2 against the budget itself: its plans need 25.0 GiB.
@@ -561,9 +562,7 @@ TEST_CASE("feedback: the target lowered where the simulated plan overflows (vgg1
 
 TEST_CASE("tsplit's four walks on one thread or two: the same plan") {
   const device_spec titan = find_device("titan-rtx");
-  model::options o;
-  o.batch = 668;  // tsplit's largest batch in Table IV, with split ops
-  const problem p = compile(model::build("vgg16", o, titan));
+  const problem p = zoo("vgg16", 668, titan);  // tsplit's largest batch in Table IV, with split ops
   planner_options one;
   one.threads = 1;
   planner_options two;
