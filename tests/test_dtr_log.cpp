@@ -249,7 +249,7 @@ TEST_CASE("dtr log: tsplit fits wherever dtr does, at or below it") {
   // 1.181, 1.106, 1.171; docs/results.md), and where dtr fails.
   constexpr pinned_cell pinned[] = {
       {"resnet32", 0.3, 1.158}, {"resnet32", 0.5, 1.073}, {"inceptionv4", 0.3, 1.153},
-      {"unet", 0.3, 1.422},     {"unroll_gan", 0.3, 1.000},
+      {"unet", 0.3, 1.400},     {"unroll_gan", 0.3, 1.000},
   };
   check_against_dtr(tsplit_planner{}, pinned);
 }
