@@ -92,6 +92,33 @@ problem zoo(const char* name, int batch, const device_spec& d) {
   return compile(model::build(name, o, d));
 }
 
+/// A chain of `n` layers (every tensor 100 B, every op 100 µs), steps in
+/// order: f1: x -> a1, f_k: a_k-1 -> a_k up to f_n, then b_n: a_n -> g_n
+/// and b_k: g_k+1, a_k -> g_k down to b_1. x is a parameter; a[k - 1] is
+/// a_k and g[k - 1] is g_k.
+struct chain {
+  problem p;
+  index_t x = no_index;
+  std::vector<index_t> a;
+  std::vector<index_t> g;
+};
+chain make_chain(std::size_t n) {
+  using detail::concat;
+  test::graph_maker m;
+  chain c;
+  c.x = m.tensor("x", 100, tensor_kind::parameter);
+  for (std::size_t k = 1; k <= n; ++k) c.a.push_back(m.tensor(concat("a", k), 100, tensor_kind::activation));
+  for (std::size_t k = 1; k <= n; ++k) c.g.push_back(m.tensor(concat("g", k), 100, tensor_kind::gradient));
+  m.op("f1", 100, {c.x}, {c.a[0]});
+  for (std::size_t k = 1; k < n; ++k) m.op(concat("f", k + 1), 100, {c.a[k - 1]}, {c.a[k]});
+  m.op(concat("b", n), 100, {c.a[n - 1]}, {c.g[n - 1]}, 0, phase::backward);
+  for (std::size_t k = n - 1; k >= 1; --k) {
+    m.op(concat("b", k), 100, {c.g[k], c.a[k - 1]}, {c.g[k - 1]}, 0, phase::backward);
+  }
+  c.p = m.compile();
+  return c;
+}
+
 /// vgg16 at batch 16 and width factor `k` (TSPLIT Table V), and the bytes
 /// of its parameters and momentum.
 std::pair<problem, bytes_t> vgg16_at_width(const device_spec& d, int k) {
@@ -288,33 +315,19 @@ TEST_CASE("Eq. 4: the recompute set grows when an input is itself recomputed") {
   CHECK(a.cost(fig7::s2, option::recompute).delta_t == 200);
 }
 
-// A chain whose three activations are recomputed for the backward pass
-// (steps in order; every tensor 100 B, every op 100 µs):
+// make_chain(4), whose first three activations are recomputed for the
+// backward pass (steps in order):
 //   0 f1: x(parameter) -> a1   2 f3: a2 -> a3   4 b4: a4 -> g4       6 b2: g3, a2 -> g2
 //   1 f2: a1 -> a2             3 f4: a3 -> a4   5 b3: g4, a3 -> g3   7 b1: g2, a1 -> g1
 // a1 leaves after f2 until b1, a2 after f3 until b2, a3 after f4 until b3.
 TEST_CASE("§V-D: memory-centric recomputation and its LRU improvement on a chain") {
   using detail::tsplit::emitter;
   using detail::tsplit::eviction;
-  test::graph_maker m;
-  const index_t x = m.tensor("x", 100, tensor_kind::parameter);
-  const index_t a1 = m.tensor("a1", 100, tensor_kind::activation);
-  const index_t a2 = m.tensor("a2", 100, tensor_kind::activation);
-  const index_t a3 = m.tensor("a3", 100, tensor_kind::activation);
-  const index_t a4 = m.tensor("a4", 100, tensor_kind::activation);
-  const index_t g4 = m.tensor("g4", 100, tensor_kind::gradient);
-  const index_t g3 = m.tensor("g3", 100, tensor_kind::gradient);
-  const index_t g2 = m.tensor("g2", 100, tensor_kind::gradient);
-  const index_t g1 = m.tensor("g1", 100, tensor_kind::gradient);
-  m.op("f1", 100, {x}, {a1});
-  m.op("f2", 100, {a1}, {a2});
-  m.op("f3", 100, {a2}, {a3});
-  m.op("f4", 100, {a3}, {a4});
-  m.op("b4", 100, {a4}, {g4}, 0, phase::backward);
-  m.op("b3", 100, {g4, a3}, {g3}, 0, phase::backward);
-  m.op("b2", 100, {g3, a2}, {g2}, 0, phase::backward);
-  m.op("b1", 100, {g2, a1}, {g1}, 0, phase::backward);
-  const problem p = m.compile();
+  const chain c = make_chain(4);
+  const problem& p = c.p;
+  const index_t a1 = c.a[0];
+  const index_t a2 = c.a[1];
+  const index_t a3 = c.a[2];
   const std::vector<eviction> evictions{{a1, 1, 7, no_index, option::recompute, 1},
                                         {a2, 2, 6, no_index, option::recompute, 1},
                                         {a3, 3, 5, no_index, option::recompute, 1}};
@@ -349,24 +362,14 @@ TEST_CASE("§V-D: memory-centric recomputation and its LRU improvement on a chai
   check(std::vector<bytes_t>(p.num_steps(), 100), 4, 2, 1200, 500);
 }
 
+// On make_chain(3): 0 f1, 1 f2, 2 f3, 3 b3, 4 b2: g3, a2 -> g2, 5 b1: g2, a1 -> g1.
 TEST_CASE("§V-D's LRU improvement keeps a checkpoint that a recomputation swapped in on demand") {
   using detail::tsplit::emitter;
   using detail::tsplit::eviction;
-  test::graph_maker m;
-  const index_t x = m.tensor("x", 100, tensor_kind::parameter);
-  const index_t a1 = m.tensor("a1", 100, tensor_kind::activation);
-  const index_t a2 = m.tensor("a2", 100, tensor_kind::activation);
-  const index_t a3 = m.tensor("a3", 100, tensor_kind::activation);
-  const index_t g3 = m.tensor("g3", 100, tensor_kind::gradient);
-  const index_t g2 = m.tensor("g2", 100, tensor_kind::gradient);
-  const index_t g1 = m.tensor("g1", 100, tensor_kind::gradient);
-  m.op("f1", 100, {x}, {a1});
-  m.op("f2", 100, {a1}, {a2});
-  m.op("f3", 100, {a2}, {a3});
-  m.op("b3", 100, {a3}, {g3}, 0, phase::backward);
-  m.op("b2", 100, {g3, a2}, {g2}, 0, phase::backward);
-  m.op("b1", 100, {g2, a1}, {g1}, 0, phase::backward);
-  const problem p = m.compile();
+  const chain c = make_chain(3);
+  const problem& p = c.p;
+  const index_t a1 = c.a[0];
+  const index_t a2 = c.a[1];
   // a1 is swapped out after f2 and back for b1 (prefetched as b1 starts);
   // a2 is recomputed for b2. b3 reads a3, which stays.
   const std::vector<eviction> evictions{{a1, 1, 5, 5, option::swap, 1}, {a2, 2, 4, no_index, option::recompute, 1}};
@@ -412,24 +415,14 @@ TEST_CASE("§V-D's LRU improvement: an intermediate an eviction releases while k
   CHECK(valid == 130);
 }
 
-// A chain of five ops whose four activations Algo 2 recomputes (every
-// tensor 100 B, every op 100 µs):
+// make_chain(5), whose first four activations Algo 2 recomputes:
 //   0 f1: x -> a1   2 f3: a2 -> a3   4 f5: a4 -> a5   6 b4: g5, a4 -> g4   8 b2: g3, a2 -> g2
 //   1 f2: a1 -> a2  3 f4: a3 -> a4   5 b5: a5 -> g5   7 b3: g4, a3 -> g3   9 b1: g2, a1 -> g1
 TEST_CASE("Eq. 4's chain in M_i: memory-centric, two of its tensors at a time") {
   using detail::tsplit::emitter;
-  using detail::concat;
-  test::graph_maker m;
-  const index_t x = m.tensor("x", 100, tensor_kind::parameter);
-  std::vector<index_t> a;
-  std::vector<index_t> g;
-  for (int k = 1; k <= 5; ++k) a.push_back(m.tensor(concat("a", k), 100, tensor_kind::activation));
-  for (int k = 1; k <= 5; ++k) g.push_back(m.tensor(concat("g", k), 100, tensor_kind::gradient));
-  m.op("f1", 100, {x}, {a[0]});
-  for (std::size_t k = 1; k < 5; ++k) m.op(concat("f", k + 1), 100, {a[k - 1]}, {a[k]});
-  m.op("b5", 100, {a[4]}, {g[4]}, 0, phase::backward);
-  for (std::size_t k = 4; k >= 1; --k) m.op(concat("b", k), 100, {g[k], a[k - 1]}, {g[k - 1]}, 0, phase::backward);
-  const problem p = m.compile();
+  const chain c = make_chain(5);
+  const problem& p = c.p;
+  const std::vector<index_t>& a = c.a;
   // a_k leaves once f_k+1 has read it (at step k+1, f_k+2 reads a_k+1).
   algo2 walk(p, dev, 1000);
   for (index_t k = 0; k < 4; ++k) {
