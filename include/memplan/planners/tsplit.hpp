@@ -20,7 +20,9 @@
 /// granularity; where the simulated plan still overflows (a swap-out that
 /// ends late, a recomputation chain's transient tensors), the walk is
 /// repeated against a budget lowered by the overflow, a few times — a
-/// feedback step the paper's one-shot planner does not have. Where the
+/// feedback step the paper's one-shot planner does not have — and so it is
+/// where a plan fits but a faster variant of it does not
+/// (plan_with_feedback). Where the
 /// plan's swaps stall the compute stream, Algo 2 runs again assuming
 /// slower links, and the fastest plan that fits is kept (plan_on_links).
 /// All of it runs with and without guarded checkpoints
@@ -332,7 +334,7 @@ inline judged plan_with_feedback(const problem& p, const device_spec& dev, const
       }
       if (!lower) break;
       if (round == 0) first_overflow = std::max(need.peak_bytes - budget, budget / 64 + 1);
-      lower_at_overflow(target, most, budget, need.peak_bytes);  // `most` is empty: everywhere
+      lower_at_overflow(target, most, budget, need.peak_bytes);  // everywhere in the global rounds (`most` empty)
       if (std::ranges::any_of(target, [](bytes_t t) { return t <= 0; })) break;
     }
   }
