@@ -98,7 +98,6 @@ problem zoo(const char* name, int batch, const device_spec& d) {
 /// a_k and g[k - 1] is g_k.
 struct chain {
   problem p;
-  index_t x = no_index;
   std::vector<index_t> a;
   std::vector<index_t> g;
 };
@@ -106,10 +105,10 @@ chain make_chain(std::size_t n) {
   using detail::concat;
   test::graph_maker m;
   chain c;
-  c.x = m.tensor("x", 100, tensor_kind::parameter);
+  const index_t x = m.tensor("x", 100, tensor_kind::parameter);
   for (std::size_t k = 1; k <= n; ++k) c.a.push_back(m.tensor(concat("a", k), 100, tensor_kind::activation));
   for (std::size_t k = 1; k <= n; ++k) c.g.push_back(m.tensor(concat("g", k), 100, tensor_kind::gradient));
-  m.op("f1", 100, {c.x}, {c.a[0]});
+  m.op("f1", 100, {x}, {c.a[0]});
   for (std::size_t k = 1; k < n; ++k) m.op(concat("f", k + 1), 100, {c.a[k - 1]}, {c.a[k]});
   m.op(concat("b", n), 100, {c.a[n - 1]}, {c.g[n - 1]}, 0, phase::backward);
   for (std::size_t k = n - 1; k >= 1; --k) {
@@ -117,6 +116,13 @@ chain make_chain(std::size_t n) {
   }
   c.p = m.compile();
   return c;
+}
+
+/// Algo 2's first round against the whole of `d`'s memory (plan_once).
+detail::tsplit::attempt first_round(const problem& p, const device_spec& d, detail::tsplit::walk_options walk) {
+  simulator sim;
+  return detail::tsplit::plan_once(p, d, d, "tsplit", d.memory_bytes,
+                                   std::vector<bytes_t>(p.num_steps(), d.memory_bytes), walk, sim);
 }
 
 /// vgg16 at batch 16 and width factor `k` (TSPLIT Table V), and the bytes
@@ -602,10 +608,7 @@ TEST_CASE("feedback: the target lowered where the simulated plan overflows (vgg1
   const bytes_t budget = titan.memory_bytes;
   const detail::tsplit::walk_options walk{.split = true, .swap_state = true};
   // Algo 2 against the budget itself: its plans need 25.0 GiB.
-  simulator sim;
-  const std::vector<bytes_t> everywhere(p.num_steps(), budget);
-  const detail::tsplit::attempt first =
-      detail::tsplit::plan_once(p, titan, titan, "tsplit", budget, everywhere, walk, sim);
+  const detail::tsplit::attempt first = first_round(p, titan, walk);
   CHECK(std::ranges::none_of(first.verdicts, &report::feasible));
   REQUIRE(first.need.feasible);
   CHECK(first.need.peak_bytes == doctest::Approx(25.0 * (1 << 30)).epsilon(0.001));
@@ -624,9 +627,7 @@ TEST_CASE("feedback: a faster variant that overflows lowers the target too (resn
   const detail::tsplit::walk_options walk{.split = true, .guard_checkpoints = true};
   // The first round: memory-centric 74.6 % over the baseline, with the LRU
   // improvement 54.7 %; its swap-ins issued due first do not fit.
-  simulator sim;
-  const detail::tsplit::attempt first = detail::tsplit::plan_once(
-      p, titan, titan, "tsplit", budget, std::vector<bytes_t>(p.num_steps(), budget), walk, sim);
+  const detail::tsplit::attempt first = first_round(p, titan, walk);
   REQUIRE(first.verdicts.size() == 3);
   CHECK(first.verdicts[0].overhead == doctest::Approx(0.746).epsilon(0.002));
   CHECK(first.verdicts[1].overhead == doctest::Approx(0.547).epsilon(0.002));

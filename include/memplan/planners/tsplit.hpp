@@ -85,12 +85,16 @@ inline emitted emit(const problem& p, const algo2& walk, std::string_view name, 
   return {std::move(second).finish(), kept_reads, issued_early};
 }
 
-/// Per step, the most memory `pl` holds while the step's inputs are
-/// brought and its op runs (from the end of the previous step's compute to
-/// the end of its own), simulated without a budget. Empty when the plan is
-/// invalid.
-[[nodiscard]] inline std::vector<bytes_t> in_use(const problem& p, const plan& pl, const device_spec& dev,
-                                                 simulator& sim) {
+/// The memory a plan holds, simulated without a budget (in_use).
+struct held {
+  /// Per step, the most while the step's inputs are brought and its op runs
+  /// (from the end of the previous step's compute to the end of its own);
+  /// empty when the plan is invalid.
+  std::vector<bytes_t> most;
+  bytes_t peak = 0;  ///< the most at any time
+};
+
+[[nodiscard]] inline held in_use(const problem& p, const plan& pl, const device_spec& dev, simulator& sim) {
   const report r = sim.run(p, pl, dev, simulator::unlimited, {.record_timeline = true, .record_memory = true});
   if (!r.feasible) return {};
   std::vector<double> end(p.num_steps(), 0);  // of the step's compute (its last micro-op)
@@ -100,7 +104,8 @@ inline emitted emit(const problem& p, const algo2& walk, std::string_view name, 
     double& e = end[static_cast<std::size_t>(act.step)];
     e = std::max(e, a.end_us);
   }
-  std::vector<bytes_t> most(p.num_steps());
+  held h{std::vector<bytes_t>(p.num_steps()), r.peak_bytes};
+  std::vector<bytes_t>& most = h.most;
   std::size_t next = 0;  // into the memory curve
   bytes_t level = 0;
   for (std::size_t s = 0; s < most.size(); ++s) {
@@ -110,7 +115,7 @@ inline emitted emit(const problem& p, const algo2& walk, std::string_view name, 
       most[s] = std::max(most[s], level);
     }
   }
-  return most;
+  return h;
 }
 
 /// The room §V-D's LRU improvement may keep recomputed intermediates in:
@@ -125,7 +130,7 @@ inline emitted emit(const problem& p, const algo2& walk, std::string_view name, 
 /// over the baseline instead of 66.8 %.
 [[nodiscard]] inline std::vector<bytes_t> room_left(const problem& p, const plan& pl, const device_spec& dev,
                                                     bytes_t budget, simulator& sim) {
-  std::vector<bytes_t> room = in_use(p, pl, dev, sim);
+  std::vector<bytes_t> room = in_use(p, pl, dev, sim).most;
   for (bytes_t& r : room) r = std::max<bytes_t>(budget - r, 0);
   return room;
 }
@@ -216,7 +221,7 @@ inline attempt plan_once(const problem& p, const device_spec& dev, const device_
       if (!need.feasible) return false;
       if (t == 0) first_peak = need.peak_bytes;
       if (t + 1 < local) {
-        lower_at_overflow(shrunk, in_use(p, lru.result, dev, sim), budget, need.peak_bytes);
+        lower_at_overflow(shrunk, in_use(p, lru.result, dev, sim).most, budget, need.peak_bytes);
       } else if (t + 1 == local) {
         shrunk = room;
         lower_at_overflow(shrunk, {}, budget, first_peak);
@@ -289,10 +294,9 @@ inline judged plan_with_feedback(const problem& p, const device_spec& dev, const
   const auto lower_for_variant = [&](const attempt& a, std::vector<bytes_t>& target) {
     for (std::size_t k = a.plans.size(); k-- > 0;) {
       if (a.verdicts[k].feasible) continue;
-      unbounded_need need;
-      (void)sim.run(p, a.plans[k], dev, budget, need);
-      if (!need.feasible) continue;
-      lower_at_overflow(target, in_use(p, a.plans[k], dev, sim), budget, need.peak_bytes);
+      const held h = in_use(p, a.plans[k], dev, sim);
+      if (h.most.empty()) continue;
+      lower_at_overflow(target, h.most, budget, h.peak);
       return std::ranges::none_of(target, [](bytes_t t) { return t <= 0; });
     }
     return false;
@@ -323,7 +327,8 @@ inline judged plan_with_feedback(const problem& p, const device_spec& dev, const
       if (fit) return std::move(*fit);
       const unbounded_need& need = a.need;
       const bool lower = a.stuck == no_index && need.feasible;  // else a lower target cannot help
-      const std::vector<bytes_t> most = local && lower ? in_use(p, a.plans.front(), dev, sim) : std::vector<bytes_t>{};
+      const std::vector<bytes_t> most =
+          local && lower ? in_use(p, a.plans.front(), dev, sim).most : std::vector<bytes_t>{};
       if (need.feasible && need.peak_bytes < best_peak) {
         best_peak = need.peak_bytes;
         best = std::move(a.plans.front());
