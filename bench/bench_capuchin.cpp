@@ -19,9 +19,9 @@ void bm_capuchin(benchmark::State& state, const std::string& name, int batch) {
   model::options o;
   o.batch = batch;
   const problem p = compile(model::build(name, o, p100));
-  capuchin::outcome out;
+  detail::capuchin::outcome out;
   for (auto _ : state) {
-    out = capuchin::plan_capuchin(p, p100, p100.memory_bytes);
+    out = detail::capuchin::plan_capuchin(p, p100, p100.memory_bytes);
     benchmark::DoNotOptimize(out.result.actions.data());
   }
   state.counters["ops"] = static_cast<double>(p.num_steps());

@@ -78,7 +78,7 @@ TEST_CASE("measured execution: passive mode evicts from the start of the access 
   // a1 is 100 B, the approximate size, so a1 goes out (100 µs). b2 reads
   // a1: access failure, back in (100 µs). Time 1100 + 200 µs of swaps.
   const problem p = test::chain::make();
-  const capuchin::measured_execution m = capuchin::measure(p, dev, 300);
+  const detail::capuchin::measured_execution m = detail::capuchin::measure(p, dev, 300);
   CHECK(m.failure.empty());
   CHECK(m.evictions == 1);
   CHECK(m.evicted_bytes == 100);
@@ -90,21 +90,21 @@ TEST_CASE("measured execution: passive mode evicts from the start of the access 
   // a1: made by f1 (ends 100), read by f2 (starts 100) and by b2 (starts 1000).
   const auto list = m.accesses_of(test::chain::a1);
   REQUIRE(list.size() == 3);
-  const capuchin::tensor_access& back = m.accesses[static_cast<std::size_t>(list[2])];
+  const detail::capuchin::tensor_access& back = m.accesses[static_cast<std::size_t>(list[2])];
   CHECK(back.count == 3);
   CHECK(back.step == test::chain::b2);
   CHECK(back.time_us == doctest::Approx(1000));
   CHECK(m.accesses[static_cast<std::size_t>(list[0])].write);
   // The access list is in time order.
-  CHECK(std::ranges::is_sorted(m.accesses, {}, &capuchin::tensor_access::time_us));
+  CHECK(std::ranges::is_sorted(m.accesses, {}, &detail::capuchin::tensor_access::time_us));
 }
 
 TEST_CASE("measured execution: an op that cannot fit even after evicting everything else is reported") {
   // b3 reads a3 and a2 and makes g2: 300 B that cannot leave; budget 250.
   const problem p = test::chain::make();
-  const capuchin::measured_execution m = capuchin::measure(p, dev, 250);
+  const detail::capuchin::measured_execution m = detail::capuchin::measure(p, dev, 250);
   CHECK(m.failure.find("op 'b3'") != std::string::npos);
-  const plan pl = capuchin::plan_capuchin(p, dev, 250).result;
+  const plan pl = detail::capuchin::plan_capuchin(p, dev, 250).result;
   CHECK_FALSE(pl.feasible);
   CHECK(pl.reason.find("op 'b3'") != std::string::npos);
 }
@@ -112,23 +112,23 @@ TEST_CASE("measured execution: an op that cannot fit even after evicting everyth
 TEST_CASE("Fig. 4: FT (Eq. 1) and the in-trigger found backwards from the back-access") {
   const problem p = fig4();
   const index_t t3 = tensor_named(p, "T3");
-  const capuchin::measured_execution m = capuchin::measure(p, dev, unlimited);
+  const detail::capuchin::measured_execution m = detail::capuchin::measure(p, dev, unlimited);
   // Live bytes peak at steps 4 and 5 (x gone; T1..T4 or T1..T5); a budget
   // one byte under the peak makes T3's time away useful.
   const bytes_t peak = p.baseline_peak();
-  const capuchin::memory_estimate mem(m.memory, peak - 1);
-  const auto cands = capuchin::identify_candidates(p, m, dev, mem);
-  const auto it = std::ranges::find(cands, t3, &capuchin::candidate::tensor);
+  const detail::capuchin::memory_estimate mem(m.memory, peak - 1);
+  const auto cands = detail::capuchin::identify_candidates(p, m, dev, mem);
+  const auto it = std::ranges::find(cands, t3, &detail::capuchin::candidate::tensor);
   REQUIRE(it != cands.end());
   // Evicted-access: f4's read at 200 µs; back-access: b3's read at 1500 µs.
   CHECK(it->evicted_access == 3);
   CHECK(it->back_access == 9);
   CHECK(it->ideal_free_time_us == doctest::Approx(1500 - 200 - 200 - 200));
 
-  const capuchin::link_bookings idle;
+  const detail::capuchin::link_bookings idle;
   // SwapOutEndTime = 200 + 200 = 400; SwapInStartTime = 1500 - 200 = 1300,
   // which b5 ends exactly at: in-trigger b5 (step 7); FT = 1300 - 400 = 900.
-  capuchin::swap_estimate s = capuchin::estimate_swap(m, dev, 200, *it, no_index, idle, idle);
+  detail::capuchin::swap_estimate s = detail::capuchin::estimate_swap(m, dev, 200, *it, no_index, idle, idle);
   CHECK(s.swap_out_end_us == doctest::Approx(400));
   CHECK(s.in_trigger == 7);
   CHECK(s.swap_in_start_us == doctest::Approx(1300));
@@ -138,7 +138,7 @@ TEST_CASE("Fig. 4: FT (Eq. 1) and the in-trigger found backwards from the back-a
 
   // Not inside the peak: with b4 (step 8) as the earliest trigger the copy
   // starts at 1500 and ends 200 µs after the back-access.
-  s = capuchin::estimate_swap(m, dev, 200, *it, 8, idle, idle);
+  s = detail::capuchin::estimate_swap(m, dev, 200, *it, 8, idle, idle);
   CHECK(s.in_trigger == 8);
   CHECK(s.free_time_us == doctest::Approx(1100));
   CHECK(s.overhead_us == doctest::Approx(200));
@@ -146,9 +146,9 @@ TEST_CASE("Fig. 4: FT (Eq. 1) and the in-trigger found backwards from the back-a
   // A preceding swap-in holds the link over [1200, 1400]: the latest free
   // slot ends at 1200, so the copy starts at 1000; the trigger is f6 (ends
   // 900) and FT = 1000 - 400 = 600.
-  capuchin::link_bookings busy;
+  detail::capuchin::link_bookings busy;
   busy.book(1200, 200);
-  s = capuchin::estimate_swap(m, dev, 200, *it, no_index, idle, busy);
+  s = detail::capuchin::estimate_swap(m, dev, 200, *it, no_index, idle, busy);
   CHECK(s.swap_in_start_us == doctest::Approx(1000));
   CHECK(s.in_trigger == 5);
   CHECK(s.free_time_us == doctest::Approx(600));
@@ -179,12 +179,12 @@ TEST_CASE("§4.5 T1..T4: choosing T2 moves T4's source to T1 and charges T1's re
   mk.op("b2", 10, {g4, t2}, {g2}, 0, phase::backward);  // step 7: T2's
   mk.op("b1", 10, {g2, t1, x}, {g1}, 0, phase::backward);  // step 8: T1's
   const problem p = mk.compile();
-  const capuchin::measured_execution m = capuchin::measure(p, dev, unlimited);
+  const detail::capuchin::measured_execution m = detail::capuchin::measure(p, dev, unlimited);
   // The candidate set {T1, T2, T4}, evicted after their last forward access.
-  const std::vector<capuchin::candidate> cands{{t1, 1, 8, 10, m.start_us[8], 0},
+  const std::vector<detail::capuchin::candidate> cands{{t1, 1, 8, 10, m.start_us[8], 0},
                                                {t2, 2, 7, 30, m.start_us[7], 0},
                                                {t4, 4, 6, 100, m.start_us[6], 0}};
-  capuchin::msps_recomputation rec(p, m, cands);
+  detail::capuchin::msps_recomputation rec(p, m, cands);
   // T1 from x (10 µs): MSPS 100 / 10. T2 from T1, live until b1 (20 µs):
   // 200 / 20. T4 from T2 through T3 (30 + 40 µs): 400 / 70.
   CHECK(rec.of(0).srcs == std::vector<index_t>{x});
@@ -239,9 +239,9 @@ TEST_CASE("§4.4: a candidate past its last access is no source; its lineage run
   mk.op("bB", 10, {ga, b}, {gb}, 0, phase::backward);     // step 5: B's
   mk.op("bx", 10, {gb, x}, {gx}, 0, phase::backward);     // step 6: x stays live
   const problem p = mk.compile();
-  const capuchin::measured_execution m = capuchin::measure(p, dev, unlimited);
-  const std::vector<capuchin::candidate> cands{{a, 1, 4, 10, m.start_us[4], 0}, {b, 2, 5, 30, m.start_us[5], 0}};
-  const capuchin::msps_recomputation rec(p, m, cands);
+  const detail::capuchin::measured_execution m = detail::capuchin::measure(p, dev, unlimited);
+  const std::vector<detail::capuchin::candidate> cands{{a, 1, 4, 10, m.start_us[4], 0}, {b, 2, 5, 30, m.start_us[5], 0}};
+  const detail::capuchin::msps_recomputation rec(p, m, cands);
   CHECK(rec.of(0).srcs == std::vector<index_t>{x});
   CHECK(rec.of(1).srcs == std::vector<index_t>{x});
   CHECK(rec.of(1).ops == std::vector<index_t>{0, 1});
@@ -257,12 +257,12 @@ TEST_CASE("feedback: a late swap-in moves its in-trigger earlier by 5 % of its s
   // 1500 is on time, so iteration 2 is stable.
   const problem p = fig4();
   const index_t t3 = tensor_named(p, "T3");
-  const capuchin::measured_execution m = capuchin::measure(p, dev, unlimited);
-  capuchin::policy pol{{}, capuchin::memory_estimate(m.memory, unlimited)};
-  const capuchin::candidate c{t3, 3, 9, 200, 1500, 900};
-  pol.evictions.push_back({c, capuchin::regeneration::swap, 8, 1100, 200});
+  const detail::capuchin::measured_execution m = detail::capuchin::measure(p, dev, unlimited);
+  detail::capuchin::policy pol{{}, detail::capuchin::memory_estimate(m.memory, unlimited)};
+  const detail::capuchin::candidate c{t3, 3, 9, 200, 1500, 900};
+  pol.evictions.push_back({c, detail::capuchin::regeneration::swap, 8, 1100, 200});
   simulator sim;
-  const capuchin::guided_execution g = capuchin::guide(p, m, dev, unlimited, pol, 100, sim);
+  const detail::capuchin::guided_execution g = detail::capuchin::guide(p, m, dev, unlimited, pol, 100, sim);
   CHECK(g.iterations == 2);
   CHECK(g.trigger_moves == 1);
   // One point per iteration: 200 µs late, then on time (the 1,800 µs baseline).
@@ -286,14 +286,14 @@ TEST_CASE("guided execution: a recomputation's source past its last access is go
   const problem p = fig4();
   const index_t t1 = tensor_named(p, "T1");
   const index_t t2 = tensor_named(p, "T2");
-  const capuchin::measured_execution m = capuchin::measure(p, dev, unlimited);
-  capuchin::policy pol{{}, capuchin::memory_estimate(m.memory, unlimited)};
-  const capuchin::candidate c{t2, 2, 10, 100, 1700, 0};
-  pol.evictions.push_back({c, capuchin::regeneration::recompute, no_index, 0, 50});
+  const detail::capuchin::measured_execution m = detail::capuchin::measure(p, dev, unlimited);
+  detail::capuchin::policy pol{{}, detail::capuchin::memory_estimate(m.memory, unlimited)};
+  const detail::capuchin::candidate c{t2, 2, 10, 100, 1700, 0};
+  pol.evictions.push_back({c, detail::capuchin::regeneration::recompute, no_index, 0, 50});
   const std::vector<index_t> triggers{no_index};
   for (const bool keep : {false, true}) {
     CAPTURE(keep);
-    const capuchin::emitted_plan e = capuchin::emit_guided(p, pol, triggers, unlimited, keep);
+    const detail::capuchin::emitted_plan e = detail::capuchin::emit_guided(p, pol, triggers, unlimited, keep);
     const report r = simulate(p, e.result, dev, unlimited);
     REQUIRE(r.feasible);
     CHECK(r.recomputed_ops == (keep ? 1 : 2));
@@ -308,7 +308,7 @@ TEST_CASE("guided execution: a recomputation's source past its last access is go
 TEST_CASE("capuchin on the Fig. 4 graph: swaps T3 with the in-trigger of Eq. 1 and costs nothing") {
   const problem p = fig4();
   const bytes_t budget = p.baseline_peak() - 1;
-  const capuchin::outcome out = capuchin::plan_capuchin(p, dev, budget);
+  const detail::capuchin::outcome out = detail::capuchin::plan_capuchin(p, dev, budget);
   REQUIRE(out.result.feasible);
   CHECK(out.swaps >= 1);
   CHECK(out.recomputations == 0);
@@ -330,11 +330,11 @@ TEST_CASE("capuchin on zoo models: validator-clean plans under the P100's 16 GiB
     o.batch = rc.batch;
     const problem p = compile(model::build(rc.model, o, p100));
     REQUIRE(p.baseline_peak() > p100.memory_bytes);
-    const capuchin::outcome out = capuchin::plan_capuchin(p, p100, p100.memory_bytes);
+    const detail::capuchin::outcome out = detail::capuchin::plan_capuchin(p, p100, p100.memory_bytes);
     REQUIRE(out.result.feasible);
     CHECK(out.sim.peak_bytes <= p100.memory_bytes);
     CHECK(out.guided_iterations >= 1);
-    CHECK(out.guided_iterations <= capuchin::max_guided_iterations);
+    CHECK(out.guided_iterations <= detail::capuchin::max_guided_iterations);
     CHECK(out.result.history.size() == static_cast<std::size_t>(out.guided_iterations));
     check_valid(p, out.result, p100, p100.memory_bytes);
     // Through the registry, the same plan.
@@ -351,10 +351,10 @@ TEST_CASE("capuchin at a batch where the host link saturates: a valid hybrid pla
   model::options o;
   o.batch = 1000;
   const problem p = compile(model::build("resnet50", o, p100));
-  const capuchin::outcome out = capuchin::plan_capuchin(p, p100, p100.memory_bytes);
+  const detail::capuchin::outcome out = detail::capuchin::plan_capuchin(p, p100, p100.memory_bytes);
   REQUIRE(out.result.feasible);
   CHECK(out.replans >= 1);
-  CHECK(out.replans <= capuchin::max_replans);
+  CHECK(out.replans <= detail::capuchin::max_replans);
   CHECK(out.swaps > 0);
   CHECK(out.recomputations > 0);
   CHECK(out.sim.peak_bytes <= p100.memory_bytes);
@@ -375,7 +375,7 @@ TEST_CASE("§6.3.2: at 1.2x the largest batch `none` fits, capuchin only swaps a
     }
     o.batch = lo * 6 / 5;
     const problem p = compile(model::build(name, o, p100));
-    const capuchin::outcome out = capuchin::plan_capuchin(p, p100, p100.memory_bytes);
+    const detail::capuchin::outcome out = detail::capuchin::plan_capuchin(p, p100, p100.memory_bytes);
     REQUIRE(out.result.feasible);
     CHECK(out.recomputations == 0);
     CHECK(out.sim.recomputed_ops == 0);
@@ -390,7 +390,7 @@ TEST_CASE("capuchin on a recorded PyTorch execution order (memplan-graph file)")
   const problem p = compile(doc.graph, doc.schedule);
   const device_spec& d = find_device("p100");
   const bytes_t budget = p.baseline_peak() * 9 / 10;
-  const capuchin::outcome out = capuchin::plan_capuchin(p, d, budget);
+  const detail::capuchin::outcome out = detail::capuchin::plan_capuchin(p, d, budget);
   REQUIRE(out.result.feasible);
   CHECK(out.sim.peak_bytes <= budget);
   CHECK(out.swaps + out.recomputations > 0);

@@ -15,7 +15,6 @@
 #include "memplan/cost/devices.hpp"
 #include "memplan/io/dtr_log.hpp"
 #include "memplan/planners/capuchin.hpp"
-#include "memplan/planners/delta.hpp"
 #include "memplan/planners/dtr.hpp"
 #include "memplan/planners/tsplit.hpp"
 #include "memplan/problem.hpp"

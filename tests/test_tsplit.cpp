@@ -477,7 +477,7 @@ candidate scan_every_tensor(algo2& walk, const problem& p, bool state) {
 }
 
 TEST_CASE("Algo 2 line 7: the candidate index picks what costing every tensor picks") {
-  // detail/tsplit_candidates.hpp visits candidates by a lower bound and
+  // tsplit/candidates.hpp visits candidates by a lower bound and
   // stops early; at every decision of these walks its pick must be the
   // scan's (over the parameters and optimizer state only when no other
   // tensor is left): the same tensor and option, ΔT and ΔM. A delay or

@@ -23,13 +23,13 @@
 #include "memplan/planners/capuchin/guided.hpp"
 #include "memplan/planners/capuchin/measured.hpp"
 #include "memplan/planners/capuchin/policy.hpp"
-#include "memplan/planners/detail/verdict.hpp"
+#include "memplan/planners/verdict.hpp"
 #include "memplan/planners/planner.hpp"
 #include "memplan/sim/simulator.hpp"
 
 namespace memplan {
 
-namespace capuchin {
+namespace detail::capuchin {
 
 /// At most this many guided iterations (Capuchin §6.3.2: the policy is
 /// "usually" stable "within 50 iterations").
@@ -121,11 +121,11 @@ struct outcome {
   return out;
 }
 
-}  // namespace capuchin
+}  // namespace detail::capuchin
 
 struct capuchin_planner {
   plan operator()(const problem& p, const device_spec& dev, bytes_t budget, const planner_options&) const {
-    return capuchin::plan_capuchin(p, dev, budget).result;
+    return detail::capuchin::plan_capuchin(p, dev, budget).result;
   }
 };
 static_assert(planner<capuchin_planner>);

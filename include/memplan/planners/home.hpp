@@ -32,8 +32,8 @@
 
 #include "memplan/error.hpp"
 #include "memplan/format_bytes.hpp"
-#include "memplan/planners/detail/home_evaluator.hpp"
-#include "memplan/planners/detail/parallel.hpp"
+#include "memplan/planners/home/evaluator.hpp"
+#include "memplan/planners/parallel.hpp"
 #include "memplan/planners/planner.hpp"
 #include "memplan/sim/simulator.hpp"
 

@@ -9,21 +9,15 @@
 #include <string_view>
 
 #include "memplan/error.hpp"
+#include "memplan/planners/baselines.hpp"
 #include "memplan/planners/capuchin.hpp"
-#include "memplan/planners/checkpoint.hpp"
-#include "memplan/planners/delta.hpp"
 #include "memplan/planners/dtr.hpp"
 #include "memplan/planners/home.hpp"
-#ifdef MEMPLAN_ENABLE_MILP
-#include "memplan/planners/milp.hpp"
-#endif
 #include "memplan/planners/none.hpp"
+#include "memplan/planners/oracles.hpp"
 #include "memplan/planners/planner.hpp"
 #include "memplan/planners/portfolio.hpp"
-#include "memplan/planners/revolve.hpp"
-#include "memplan/planners/superneurons.hpp"
 #include "memplan/planners/tsplit.hpp"
-#include "memplan/planners/vdnn.hpp"
 
 namespace memplan {
 

@@ -8,10 +8,10 @@
 /// Algo 2 walks the DFS schedule (Algo 1); at every memory bottleneck it
 /// evicts the live tensor whose swap (Eq. 2-3, with the PCIe occupancy
 /// Oc_u of the current plan) or recompute (Eq. 4) option has the smallest
-/// ΔT/ΔM, until the bottleneck is gone (detail/tsplit_algo2.hpp). The
+/// ΔT/ΔM, until the bottleneck is gone (tsplit/algo2.hpp). The
 /// decisions become an action list with swaps on the copy streams and
 /// memory-centric recomputation and its LRU improvement (§V-D,
-/// detail/tsplit_emit.hpp; the room it keeps intermediates in is measured
+/// tsplit/emit.hpp; the room it keeps intermediates in is measured
 /// by simulating the memory-centric plan, room_left), with swap-ins issued
 /// at their prefetch steps and in the order they are due; the fastest of
 /// these plans that fits is kept.
@@ -38,10 +38,10 @@
 #include <vector>
 
 #include "memplan/error.hpp"
-#include "memplan/planners/detail/parallel.hpp"
-#include "memplan/planners/detail/tsplit_algo2.hpp"
-#include "memplan/planners/detail/tsplit_emit.hpp"
-#include "memplan/planners/detail/verdict.hpp"
+#include "memplan/planners/parallel.hpp"
+#include "memplan/planners/tsplit/algo2.hpp"
+#include "memplan/planners/tsplit/emit.hpp"
+#include "memplan/planners/verdict.hpp"
 #include "memplan/planners/planner.hpp"
 #include "memplan/sim/simulator.hpp"
 

@@ -29,11 +29,11 @@
 #include "memplan/planners/capuchin/measured.hpp"
 #include "memplan/planners/capuchin/policy.hpp"
 #include "memplan/planners/capuchin/swap.hpp"
-#include "memplan/planners/detail/baseline.hpp"
+#include "memplan/planners/baselines/common.hpp"
 #include "memplan/problem.hpp"
 #include "memplan/sim/simulator.hpp"
 
-namespace memplan::capuchin {
+namespace memplan::detail::capuchin {
 
 /// The in-trigger moves earlier by this fraction of the swap time per late iteration (§4.4).
 inline constexpr double feedback_step = 0.05;
@@ -71,7 +71,7 @@ struct emitted_plan {
     }
   }
   memory_estimate room = pol.memory;
-  detail::baseline::emitter em(p, "capuchin", budget);
+  detail::baselines::emitter em(p, "capuchin", budget);
   emitted_plan out;
   out.swap_in.assign(count, no_index);
   std::vector<index_t> compute_action(n, no_index);
@@ -87,7 +87,7 @@ struct emitted_plan {
     while (!stack.empty()) {
       const index_t x = stack.back();
       stack.pop_back();
-      if (em.where(x) != detail::baseline::residence::freed) continue;
+      if (em.where(x) != detail::baselines::residence::freed) continue;
       const index_t op = p.producer[static_cast<std::size_t>(x)];
       if (chain_seen[static_cast<std::size_t>(op)] == current) continue;
       chain_seen[static_cast<std::size_t>(op)] = current;
@@ -115,7 +115,7 @@ struct emitted_plan {
     for (const index_t op : chain) {
       const std::size_t before = em.recomputed().size();
       for (const index_t y : p.outputs(op)) {
-        if (em.where(y) == detail::baseline::residence::freed) {
+        if (em.where(y) == detail::baselines::residence::freed) {
           em.bring(y);  // its inputs are back: one recompute
           break;
         }
@@ -147,7 +147,7 @@ struct emitted_plan {
       for (const index_t t : list) {
         const index_t made = p.producer[static_cast<std::size_t>(t)];
         if (recomputes && !keep_sources && p.live_end(t) == si && !p.persistent(t) && made != no_index &&
-            p.recomputable[static_cast<std::size_t>(made)] && em.where(t) == detail::baseline::residence::device) {
+            p.recomputable[static_cast<std::size_t>(made)] && em.where(t) == detail::baselines::residence::device) {
           em.release_dead(t);
         }
       }
@@ -256,4 +256,4 @@ struct guided_execution {
   return g;
 }
 
-}  // namespace memplan::capuchin
+}  // namespace memplan::detail::capuchin

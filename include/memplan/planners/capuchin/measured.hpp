@@ -24,7 +24,7 @@
 #include "memplan/format_bytes.hpp"
 #include "memplan/problem.hpp"
 
-namespace memplan::capuchin {
+namespace memplan::detail::capuchin {
 
 /// One entry of the tensor access list (Capuchin §5.2, Listing 1).
 struct tensor_access {
@@ -177,4 +177,4 @@ struct measured_execution {
   return m;
 }
 
-}  // namespace memplan::capuchin
+}  // namespace memplan::detail::capuchin

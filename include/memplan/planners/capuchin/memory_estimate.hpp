@@ -12,7 +12,7 @@
 
 #include "memplan/fwd.hpp"
 
-namespace memplan::capuchin {
+namespace memplan::detail::capuchin {
 
 /// Bytes in use per step against a budget; the steps above it are the
 /// peak period.
@@ -87,4 +87,4 @@ class memory_estimate {
   mutable bytes_t excess_ = 0;
 };
 
-}  // namespace memplan::capuchin
+}  // namespace memplan::detail::capuchin

@@ -15,7 +15,7 @@
 #include "memplan/planners/capuchin/swap.hpp"
 #include "memplan/problem.hpp"
 
-namespace memplan::capuchin {
+namespace memplan::detail::capuchin {
 
 /// Algo 2 over a candidate set: each candidate's recomputation sources,
 /// recomputation time and extra (repeated) time, updated as targets are chosen.
@@ -169,4 +169,4 @@ class msps_recomputation {
   std::vector<index_t> recomps_;  ///< chosen targets, in order
 };
 
-}  // namespace memplan::capuchin
+}  // namespace memplan::detail::capuchin

@@ -24,7 +24,7 @@
 #include "memplan/planners/capuchin/swap.hpp"
 #include "memplan/problem.hpp"
 
-namespace memplan::capuchin {
+namespace memplan::detail::capuchin {
 
 enum class regeneration : std::uint8_t { swap, recompute };
 
@@ -186,4 +186,4 @@ inline void place_swap_ins(const problem& p, const measured_execution& m, const 
   return out;
 }
 
-}  // namespace memplan::capuchin
+}  // namespace memplan::detail::capuchin

@@ -21,7 +21,7 @@
 #include "memplan/planners/capuchin/memory_estimate.hpp"
 #include "memplan/problem.hpp"
 
-namespace memplan::capuchin {
+namespace memplan::detail::capuchin {
 
 /// A tensor that may be evicted between two consecutive accesses (§4.2).
 struct candidate {
@@ -151,4 +151,4 @@ class link_bookings {
   return out;
 }
 
-}  // namespace memplan::capuchin
+}  // namespace memplan::detail::capuchin

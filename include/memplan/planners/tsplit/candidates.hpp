@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "memplan/cost/device.hpp"
-#include "memplan/planners/detail/tsplit_cost.hpp"
+#include "memplan/planners/tsplit/cost.hpp"
 #include "memplan/problem.hpp"
 
 namespace memplan::detail::tsplit {

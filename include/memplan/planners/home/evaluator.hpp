@@ -19,7 +19,7 @@
 
 #include "memplan/cost/device.hpp"
 #include "memplan/plan.hpp"
-#include "memplan/planners/detail/baseline.hpp"
+#include "memplan/planners/baselines/common.hpp"
 #include "memplan/problem.hpp"
 #include "memplan/sim/simulator.hpp"
 
@@ -41,7 +41,7 @@ struct feature_maps {
   std::vector<index_t> done_list;            ///< feature map indices, ascending within a step
 
   explicit feature_maps(const problem& p) : done_begin(p.num_steps() + 1, 0) {
-    const baseline::forward_backward_uses uses(p);
+    const baselines::forward_backward_uses uses(p);
     std::vector<index_t> done;
     for (std::size_t t = 0; t < p.num_tensors(); ++t) {
       const auto ti = static_cast<index_t>(t);
@@ -90,9 +90,9 @@ struct feature_maps {
 /// first where they are evicted too (HOME §2.2: FM1 -> FM2 -> FM3); those
 /// are released again right after (Algo 2 charges the chain each time it
 /// runs), so a retained map is where a chain starts, as in checkpointing.
-[[nodiscard]] inline baseline::emitter emit(const problem& p, const feature_maps& fm, std::span<const placement> x,
+[[nodiscard]] inline baselines::emitter emit(const problem& p, const feature_maps& fm, std::span<const placement> x,
                                             bytes_t budget) {
-  return baseline::emit_evictions(p, "home", budget, [&](index_t s, baseline::emitter& em) {
+  return baselines::emit_evictions(p, "home", budget, [&](index_t s, baselines::emitter& em) {
     for (const index_t j : fm.done_after(s)) {
       const auto ji = static_cast<std::size_t>(j);
       if (x[ji] == placement::swap) em.swap_out(fm.tensor[ji]);

@@ -19,10 +19,10 @@
 #include "memplan/error.hpp"
 #include "memplan/plan.hpp"
 #include "memplan/problem.hpp"
-#include "memplan/planners/detail/verdict.hpp"
+#include "memplan/planners/verdict.hpp"
 #include "memplan/sim/simulator.hpp"
 
-namespace memplan::detail::baseline {
+namespace memplan::detail::baselines {
 
 /// Per tensor: its last forward reader and first backward reader (no_index: none).
 struct forward_backward_uses {
@@ -274,4 +274,4 @@ template <class Evict>
   return pass(prefetch_schedule(p, first.needed_at()), true);
 }
 
-}  // namespace memplan::detail::baseline
+}  // namespace memplan::detail::baselines

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "memplan/planners/detail/baseline.hpp"
+#include "memplan/planners/baselines/common.hpp"
 #include "memplan/planners/planner.hpp"
 
 namespace memplan {
@@ -28,7 +28,7 @@ namespace memplan {
 namespace detail {
 /// vDNN with the offload set: inputs of conv layers, or of every layer.
 inline plan vdnn_plan(const problem& p, const device_spec& dev, bytes_t budget, bool conv_only) {
-  const baseline::forward_backward_uses uses(p);
+  const baselines::forward_backward_uses uses(p);
   // offload_after[s]: the feature maps whose last forward reader is s.
   std::vector<std::vector<index_t>> offload_after(p.num_steps());
   for (std::size_t t = 0; t < p.num_tensors(); ++t) {
@@ -43,8 +43,8 @@ inline plan vdnn_plan(const problem& p, const device_spec& dev, bytes_t budget, 
     if (!conv_only || conv_input) offload_after[static_cast<std::size_t>(last)].push_back(ti);
   }
   const std::string name = conv_only ? "vdnn-conv" : "vdnn-all";
-  auto emit = [&](const baseline::prefetch_schedule& prefetches, bool record) {
-    baseline::emitter em(p, name, budget, record);
+  auto emit = [&](const baselines::prefetch_schedule& prefetches, bool record) {
+    baselines::emitter em(p, name, budget, record);
     std::vector<index_t> offloads;  // issued since the last layer: the next one waits for them
     for (std::size_t s = 0; s < p.num_steps(); ++s) {
       const auto si = static_cast<index_t>(s);
@@ -56,8 +56,8 @@ inline plan vdnn_plan(const problem& p, const device_spec& dev, bytes_t budget, 
     }
     return em;
   };
-  const auto first = emit(baseline::prefetch_schedule(), false);
-  return emit(baseline::prefetch_schedule(p, first.needed_at()), true).finish(dev);
+  const auto first = emit(baselines::prefetch_schedule(), false);
+  return emit(baselines::prefetch_schedule(p, first.needed_at()), true).finish(dev);
 }
 }  // namespace detail
 

@@ -28,8 +28,8 @@
 #include "memplan/cost/device.hpp"
 #include "memplan/cost/split.hpp"
 #include "memplan/plan.hpp"
-#include "memplan/planners/detail/tsplit_candidates.hpp"
-#include "memplan/planners/detail/tsplit_cost.hpp"
+#include "memplan/planners/tsplit/candidates.hpp"
+#include "memplan/planners/tsplit/cost.hpp"
 #include "memplan/problem.hpp"
 
 namespace memplan::detail::tsplit {

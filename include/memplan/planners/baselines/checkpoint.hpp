@@ -25,7 +25,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "memplan/planners/detail/baseline.hpp"
+#include "memplan/planners/baselines/common.hpp"
 #include "memplan/planners/planner.hpp"
 
 namespace memplan {
@@ -86,18 +86,18 @@ struct checkpoint_planner {
       free_after[static_cast<std::size_t>(uses.forward_done(p, ti))].push_back(ti);
     }
 
-    detail::baseline::emitter em(p, "checkpoint", budget);
+    detail::baselines::emitter em(p, "checkpoint", budget);
     for (std::size_t s = 0; s < n; ++s) {
       const auto si = static_cast<index_t>(s);
       // Recompute the segment of every freed input, in forward order, with
       // every freed output of it that is still to be read.
       for (const index_t t : p.inputs(si)) {
-        if (em.where(t) != detail::baseline::residence::freed) continue;
+        if (em.where(t) != detail::baselines::residence::freed) continue;
         const index_t seg = segment_of[static_cast<std::size_t>(p.producer[static_cast<std::size_t>(t)])];
         for (const index_t k : forward_steps) {
           if (segment_of[static_cast<std::size_t>(k)] != seg) continue;
           for (const index_t out : p.outputs(k)) {
-            if (em.where(out) == detail::baseline::residence::freed && p.last_use[static_cast<std::size_t>(out)] >= si) {
+            if (em.where(out) == detail::baselines::residence::freed && p.last_use[static_cast<std::size_t>(out)] >= si) {
               em.bring(out);
             }
           }
@@ -111,7 +111,7 @@ struct checkpoint_planner {
   }
 
  private:
-  using baseline_uses = detail::baseline::forward_backward_uses;
+  using baseline_uses = detail::baselines::forward_backward_uses;
 };
 static_assert(planner<checkpoint_planner>);
 

@@ -37,7 +37,7 @@
 #include <vector>
 
 #include "memplan/plan.hpp"
-#include "memplan/planners/detail/tsplit_algo2.hpp"
+#include "memplan/planners/tsplit/algo2.hpp"
 #include "memplan/problem.hpp"
 
 namespace memplan::detail::tsplit {

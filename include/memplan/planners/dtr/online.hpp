@@ -25,7 +25,7 @@
 /// that fits in issue order also fits the simulator's timed run, which only
 /// adds waits for in-flight copies; the timed run's peak can be lower (a
 /// reload's copy starts after the frees issued just before it), so the
-/// planners report the simulator's (planners/detail/verdict.hpp).
+/// planners report the simulator's (planners/verdict.hpp).
 
 #include <chrono>
 #include <concepts>
@@ -38,9 +38,9 @@
 #include "memplan/error.hpp"
 #include "memplan/plan.hpp"
 #include "memplan/problem.hpp"
-#include "memplan/runtime/online_state.hpp"
+#include "memplan/planners/dtr/online_state.hpp"
 
-namespace memplan::runtime {
+namespace memplan::detail::dtr {
 
 /// How a policy releases a tensor (DELTA Table I).
 enum class release_kind : std::uint8_t { evict, offload };
@@ -85,7 +85,6 @@ struct online_result {
   online_counts counts;
 };
 
-namespace detail {
 
 /// The last step at which each tensor may be read: its last use, or, for a
 /// tensor nothing can recompute (no producer, or one that may not run
@@ -333,7 +332,6 @@ class online_runtime {
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
-}  // namespace detail
 
 /// Executes `p`'s schedule under `budget` with `policy` deciding what to
 /// release. An allocation that cannot be made room for makes the plan
@@ -345,7 +343,7 @@ class online_runtime {
 template <eviction_policy P>
 [[nodiscard]] online_result run_online(const problem& p, bytes_t budget, P& policy, std::string name,
                                        double time_limit_s = 0) {
-  return detail::online_runtime<P>(p, budget, policy, std::move(name), time_limit_s).run();
+  return online_runtime<P>(p, budget, policy, std::move(name), time_limit_s).run();
 }
 
-}  // namespace memplan::runtime
+}  // namespace memplan::detail::dtr

@@ -65,9 +65,9 @@
 
 #include "memplan/cost/device.hpp"
 #include "memplan/error.hpp"
-#include "memplan/planners/detail/verdict.hpp"
+#include "memplan/planners/verdict.hpp"
 #include "memplan/planners/planner.hpp"
-#include "memplan/runtime/online.hpp"
+#include "memplan/planners/dtr/online.hpp"
 
 namespace memplan {
 
@@ -100,7 +100,7 @@ class delta_policy {
   }
 
   /// Algo 2: the candidate with the minimum heuristic, or no_index.
-  [[nodiscard]] index_t filter_tensor(const runtime::online_state& s) const {
+  [[nodiscard]] index_t filter_tensor(const detail::dtr::online_state& s) const {
     // Lambdas, not function pointers, so that the scoring loop inlines them.
     switch (s_.heuristic) {
       case filter::lru: return s.best_candidate([](float c, float m, float st) { return h_lru(c, m, st); });
@@ -124,44 +124,44 @@ class delta_policy {
            dev_->h2d.latency_us + b / (s_.link_efficiency * dev_->h2d.bandwidth_gb_s * 1e3);
   }
   /// Eq. 4: F(t) = h_r(t) / h_o(t) = c_r(t) / c_s(t) (m and s cancel).
-  [[nodiscard]] double decision_score(const runtime::online_state& s, index_t t) const {
+  [[nodiscard]] double decision_score(const detail::dtr::online_state& s, index_t t) const {
     return static_cast<double>(s.cost_us(t)) / swap_cost_us(s.prob().bytes[static_cast<std::size_t>(t)]);
   }
   /// Algo 3: evict or offload t.
-  [[nodiscard]] runtime::release_kind direct(const runtime::online_state& s, index_t t) const {
-    if (!s.recomputable(t)) return runtime::release_kind::offload;  // evict_pinned
-    if (s.in_flight(t)) return runtime::release_kind::evict;        // offload_pinned
-    return decision_score(s, t) <= 1 ? runtime::release_kind::evict : runtime::release_kind::offload;
+  [[nodiscard]] detail::dtr::release_kind direct(const detail::dtr::online_state& s, index_t t) const {
+    if (!s.recomputable(t)) return detail::dtr::release_kind::offload;  // evict_pinned
+    if (s.in_flight(t)) return detail::dtr::release_kind::evict;        // offload_pinned
+    return decision_score(s, t) <= 1 ? detail::dtr::release_kind::evict : detail::dtr::release_kind::offload;
   }
 
-  [[nodiscard]] runtime::release choose(const runtime::online_state& s) const {
+  [[nodiscard]] detail::dtr::release choose(const detail::dtr::online_state& s) const {
     const index_t t = filter_tensor(s);
-    return t == no_index ? runtime::release{} : runtime::release{t, direct(s, t)};
+    return t == no_index ? detail::dtr::release{} : detail::dtr::release{t, direct(s, t)};
   }
   /// Algo 1 lines 4-9: reload an offloaded tensor that cannot be recomputed;
   /// recompute one that can when its c_r now is at most the reload time
   /// (§5.5's "recomputation cost is smaller", checked per tensor rather
   /// than assumed: the Director offloaded t because c_r > c_s).
-  [[nodiscard]] runtime::fetch_kind fetch(const runtime::online_state& s, index_t t) const {
-    if (!s.recomputable(t)) return runtime::fetch_kind::reload;
+  [[nodiscard]] detail::dtr::fetch_kind fetch(const detail::dtr::online_state& s, index_t t) const {
+    if (!s.recomputable(t)) return detail::dtr::fetch_kind::reload;
     return static_cast<double>(s.cost_us(t)) <= reload_cost_us(s.prob().bytes[static_cast<std::size_t>(t)])
-               ? runtime::fetch_kind::recompute
-               : runtime::fetch_kind::reload;
+               ? detail::dtr::fetch_kind::recompute
+               : detail::dtr::fetch_kind::reload;
   }
   /// The reload half of c_s(t) (µs).
   [[nodiscard]] double reload_cost_us(bytes_t bytes) const {
     return dev_->h2d.latency_us + static_cast<double>(bytes) / (s_.link_efficiency * dev_->h2d.bandwidth_gb_s * 1e3);
   }
   [[nodiscard]] double early_start() const noexcept { return s_.early_start; }
-  void on_release(const runtime::online_state&, const runtime::release& r) {
-    if (r.kind == runtime::release_kind::offload) queue_.push_back(r.tensor);
+  void on_release(const detail::dtr::online_state&, const detail::dtr::release& r) {
+    if (r.kind == detail::dtr::release_kind::offload) queue_.push_back(r.tensor);
   }
   /// Algo 4: the next offloaded tensor to reload, or no_index.
-  [[nodiscard]] index_t prefetch(const runtime::online_state& s) {
+  [[nodiscard]] index_t prefetch(const detail::dtr::online_state& s) {
     if (s.prob().op_phase[static_cast<std::size_t>(s.step())] != phase::backward) return no_index;
     std::erase_if(reloaded_, [&](index_t t) { return !s.in_flight(t); });
     if (static_cast<int>(reloaded_.size()) >= s_.prefetch) return no_index;
-    while (!queue_.empty() && s.where(queue_.back()) != runtime::residence::offloaded) queue_.pop_back();
+    while (!queue_.empty() && s.where(queue_.back()) != detail::dtr::residence::offloaded) queue_.pop_back();
     if (queue_.empty()) return no_index;
     const index_t t = queue_.back();
     const auto mark = static_cast<bytes_t>(s_.early_start * static_cast<double>(s.budget()));
@@ -177,7 +177,7 @@ class delta_policy {
   std::vector<index_t> queue_;     ///< Algo 4's Q: offloaded tensors, latest last
   std::vector<index_t> reloaded_;  ///< prefetched, not yet read
 };
-static_assert(runtime::eviction_policy<delta_policy>);
+static_assert(detail::dtr::eviction_policy<delta_policy>);
 
 struct delta_planner {
   static constexpr std::array<std::string_view, 4> option_names{"filter", "link-efficiency", "early-start",
@@ -203,7 +203,7 @@ struct delta_planner {
 
   plan operator()(const problem& p, const device_spec& dev, bytes_t budget, const planner_options& o) const {
     delta_policy policy(dev, read_settings(o));
-    plan pl = runtime::run_online(p, budget, policy, "delta", o.time_limit_s).result;
+    plan pl = detail::dtr::run_online(p, budget, policy, "delta", o.time_limit_s).result;
     if (pl.feasible) detail::judge(p, pl, dev);
     return pl;
   }

@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "memplan/planners/detail/baseline.hpp"
+#include "memplan/planners/baselines/common.hpp"
 #include "memplan/planners/planner.hpp"
 
 namespace memplan {
@@ -31,7 +31,7 @@ struct superneurons_planner {
 
   plan operator()(const problem& p, const device_spec& dev, bytes_t budget, const planner_options&) const {
     const std::size_t n = p.num_steps();
-    const detail::baseline::forward_backward_uses uses(p);
+    const detail::baselines::forward_backward_uses uses(p);
     std::vector<std::vector<index_t>> swap_after(n);
     std::vector<std::vector<index_t>> free_after(n);
     for (std::size_t t = 0; t < p.num_tensors(); ++t) {
@@ -46,8 +46,8 @@ struct superneurons_planner {
         free_after[done].push_back(ti);
       }
     }
-    return detail::baseline::emit_evictions(p, "superneurons", budget,
-                                            [&](index_t s, detail::baseline::emitter& em) {
+    return detail::baselines::emit_evictions(p, "superneurons", budget,
+                                            [&](index_t s, detail::baselines::emitter& em) {
                                               const auto si = static_cast<std::size_t>(s);
                                               for (const index_t t : swap_after[si]) em.swap_out(t);
                                               for (const index_t t : free_after[si]) em.free(t);

@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// `runtime::online_state`: what an online policy (DTR, DELTA) sees while the
+/// `detail::dtr::online_state`: what an online policy (DTR, DELTA) sees while the
 /// runtime of online.hpp executes a schedule — where each tensor is
 /// (resident, evicted, offloaded, a prefetch in flight), whether the current
 /// op pins it, its staleness, and its recompute cost including its evicted
@@ -35,7 +35,7 @@
 #include "memplan/graph/vocabulary.hpp"
 #include "memplan/problem.hpp"
 
-namespace memplan::runtime {
+namespace memplan::detail::dtr {
 
 /// Where a tensor is.
 enum class residence : std::uint8_t {
@@ -344,4 +344,4 @@ class online_state {
   mutable std::vector<index_t> roots_;
 };
 
-}  // namespace memplan::runtime
+}  // namespace memplan::detail::dtr
