@@ -11,6 +11,7 @@
 
 #include "memplan/graph/graph.hpp"
 #include "memplan/plan.hpp"
+#include "memplan/plan_builder.hpp"
 #include "memplan/problem.hpp"
 #include "memplan/sim/simulator.hpp"
 #include "memplan/sim/validator.hpp"

@@ -20,6 +20,7 @@
 #include "memplan/io/plan_json.hpp"
 #include "memplan/io/size.hpp"
 #include "memplan/plan.hpp"
+#include "memplan/plan_builder.hpp"
 #include "memplan/problem.hpp"
 #include "memplan/sim/simulator.hpp"
 #include "memplan/sim/validator.hpp"

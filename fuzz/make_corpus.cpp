@@ -10,6 +10,7 @@
 #include <string>
 
 #include "fuzz_inputs.hpp"
+#include "memplan/plan_builder.hpp"
 #include "memplan/cost/devices.hpp"
 #include "memplan/model/zoo.hpp"
 #include "memplan/planners/registry.hpp"

@@ -23,6 +23,7 @@
 #include "memplan/cost/device.hpp"
 #include "memplan/graph/graph.hpp"
 #include "memplan/plan.hpp"
+#include "memplan/plan_builder.hpp"
 #include "memplan/problem.hpp"
 
 namespace memplan::test {

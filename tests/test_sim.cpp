@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "memplan/plan_builder.hpp"
 #include "memplan/io/report_json.hpp"
 #include "memplan/io/trace.hpp"
 #include "memplan/sim/simulator.hpp"

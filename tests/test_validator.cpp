@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "memplan/plan_builder.hpp"
 #include "memplan/sim/simulator.hpp"
 #include "memplan/sim/validator.hpp"
 #include "sim_fixtures.hpp"

@@ -23,6 +23,8 @@
 #include "memplan/io/trace.hpp"
 #include "memplan/model/zoo.hpp"
 #include "memplan/plan.hpp"
+#include "memplan/plan_builder.hpp"
+#include "memplan/plan_walk.hpp"
 #include "memplan/planners/registry.hpp"
 #include "memplan/problem.hpp"
 #include "memplan/runtime/executor.hpp"

@@ -20,6 +20,7 @@
 #include <string>
 #include <utility>
 
+#include "memplan/plan_builder.hpp"
 #include "memplan/planners/capuchin/guided.hpp"
 #include "memplan/planners/capuchin/measured.hpp"
 #include "memplan/planners/capuchin/policy.hpp"

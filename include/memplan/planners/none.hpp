@@ -2,6 +2,7 @@
 /// \file
 /// `none`: keep every tensor (the baseline every table starts from).
 
+#include "memplan/plan_builder.hpp"
 #include "memplan/error.hpp"
 #include "memplan/planners/planner.hpp"
 

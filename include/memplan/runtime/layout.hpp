@@ -1,7 +1,7 @@
 #pragma once
 /// \file
 /// `runtime::layout_of`: the buffers a plan's action list makes, derived once
-/// before it runs (plan.hpp's semantics, read as the validator reads them):
+/// before it runs by the plan walk (plan_walk.hpp, plan.hpp's semantics):
 /// which device copy each action reads, allocates and releases, which host
 /// copy each swap writes or reads, and after which action each buffer may go
 /// and which actions must have ended first (its holders, the last per
@@ -24,6 +24,7 @@
 
 #include "memplan/error.hpp"
 #include "memplan/plan.hpp"
+#include "memplan/plan_walk.hpp"
 #include "memplan/problem.hpp"
 #include "memplan/runtime/arena.hpp"
 
@@ -155,295 +156,149 @@ inline std::string action_name(const problem& p, const plan& pl, index_t a) {
                 op ? p.op_name[static_cast<std::size_t>(act.step)] : p.tensor_name[static_cast<std::size_t>(act.tensor)],
                 "'", part, ")");
 }
-}  // namespace detail
+/// The plan walk's visitor that records `layout`'s buffers (plan_walk.hpp).
+class layout_recorder {
+ public:
+  layout_recorder(const problem& p, const plan& pl, layout& l) : p_(&p), pl_(&pl), l_(&l) {}
 
-/// Derives the buffers of `pl`.
-/// \throws invalid_argument naming the action if the list is malformed (an
-///         index out of range, a wait that does not point back, a part
-///         outside [0, parts)), or reads, saves or releases a tensor (or
-///         micro-tensor) that is not on the device, swaps in one never
-///         swapped out, or mixes micro-tensors of two parts counts — the
-///         simulator's rules (sim/simulator.hpp).
-[[nodiscard]] inline layout layout_of(const problem& p, const plan& pl) {
-  using memplan::detail::concat;
-  const auto n = static_cast<index_t>(pl.actions.size());
-  const auto steps = static_cast<index_t>(p.num_steps());
-  const auto tensors = static_cast<index_t>(p.num_tensors());
-  MEMPLAN_EXPECTS(pl.wait_begin.size() == pl.actions.size() + 1 && pl.wait_begin.front() == 0 &&
-                      static_cast<std::size_t>(pl.wait_begin.back()) == pl.waits.size(),
-                  invalid_argument, "plan: wait_begin must hold actions + 1 offsets into waits");
-  layout l;
-  l.load = n;
-  l.actions.resize(static_cast<std::size_t>(n));
-  l.kept_device.assign(static_cast<std::size_t>(tensors), no_index);
-  l.kept_host.assign(static_cast<std::size_t>(tensors), no_index);
-  std::vector<index_t>& on_device = l.kept_device;  // the current whole copy while walking
-  std::vector<index_t>& host_copy = l.kept_host;    // the latest whole host copy
-  // Per tensor held as micro-tensors: their parts count (0: none) and
-  // buffers (no_index where one is not on the device); the same for the
-  // host copies of micro-tensors.
-  std::vector<index_t> micro_parts(static_cast<std::size_t>(tensors), 0);
-  std::vector<std::vector<index_t>> micro(static_cast<std::size_t>(tensors));
-  std::vector<index_t> host_parts(static_cast<std::size_t>(tensors), 0);
-  std::vector<std::vector<index_t>> host_micro(static_cast<std::size_t>(tensors));
-  const auto at = [](auto& v, index_t i) -> auto& { return v[static_cast<std::size_t>(i)]; };
-  const auto hold = [&](buffer& b, index_t a) {
-    auto& last = b.holders[static_cast<std::size_t>(stream_of(at(pl.actions, a).kind))];
-    last = std::max(last, a);
-  };
-  const auto any_micro = [&](index_t t) { return std::ranges::any_of(at(micro, t), [](index_t b) { return b != no_index; }); };
-  const auto all_micro = [&](index_t t) {
-    return at(micro_parts, t) != 0 && std::ranges::none_of(at(micro, t), [](index_t b) { return b == no_index; });
-  };
-  // t is to hold micro-tensors of `parts`: false if it holds some of another count.
-  const auto enter_parts = [&](index_t t, index_t parts) {
-    if (at(micro_parts, t) == parts) return true;
-    if (at(micro_parts, t) != 0 && any_micro(t)) return false;
-    at(micro_parts, t) = parts;
-    at(micro, t).assign(static_cast<std::size_t>(parts), no_index);
-    return true;
-  };
-  const auto new_device = [&](index_t t, bytes_t bytes, index_t maker, index_t parts, index_t part) {
-    l.device.push_back({t, bytes, maker, no_index, {}, parts, part, no_index, 0, no_index, part != no_index});
-    return static_cast<index_t>(l.device.size() - 1);
-  };
-
-  MEMPLAN_EXPECTS(std::ranges::is_sorted(pl.offloaded_state) &&
-                      std::ranges::adjacent_find(pl.offloaded_state) == pl.offloaded_state.end(),
-                  invalid_argument, "plan: offloaded_state must list tensors in increasing order, without repeats");
-  for (const index_t t : pl.offloaded_state) {
-    MEMPLAN_EXPECTS(t >= 0 && t < tensors && p.persistent(t) && at(p.producer, t) == no_index, invalid_argument,
-                    "plan: offloaded_state names tensor ", t,
-                    ", which is not a parameter or optimizer state of the problem that no op makes");
-    at(host_copy, t) = static_cast<index_t>(l.host.size());
-    l.initial_host.push_back(at(host_copy, t));
-    l.host.push_back({t, at(p.bytes, t), l.load, no_index, {}, 1, no_index, no_index, 0, no_index, false});
+  index_t initial_copy(index_t t) {
+    const index_t c = new_device(t, bytes_of(t), l_->load, 1, no_index);
+    l_->initial.push_back(c);
+    return c;
   }
-  for (index_t t = 0; t < tensors; ++t) {
-    if (at(p.producer, t) != no_index || std::ranges::binary_search(pl.offloaded_state, t)) continue;
-    at(on_device, t) = new_device(t, at(p.bytes, t), l.load, 1, no_index);
-    l.initial.push_back(at(on_device, t));
+  index_t initial_host(index_t t) {
+    const auto h = static_cast<index_t>(l_->host.size());
+    l_->initial_host.push_back(h);
+    l_->host.push_back({t, bytes_of(t), l_->load, no_index, {}, 1, no_index, no_index, 0, no_index, false});
+    return h;
   }
-
-  for (index_t a = 0; a < n; ++a) {
-    const action& act = at(pl.actions, a);
-    action_buffers& ab = at(l.actions, a);
-    const auto name = [&] { return detail::action_name(p, pl, a); };
-    const index_t k = detail::part_of(act);
-    const bool micro_action = k != no_index;
-    MEMPLAN_EXPECTS(act.parts >= 1, invalid_argument, "plan: action ", a, " (", to_string(act.kind), "): parts ",
-                    act.parts, " < 1");
-    MEMPLAN_EXPECTS(!micro_action || (k >= 0 && k < act.parts), invalid_argument, "plan: action ", a, " (",
-                    to_string(act.kind), "): part ", k, " is outside [0, parts = ", act.parts, ")");
-    const auto begin = static_cast<std::size_t>(at(pl.wait_begin, a));
-    const auto end = static_cast<std::size_t>(at(pl.wait_begin, a + 1));
-    MEMPLAN_EXPECTS(begin <= end && end <= pl.waits.size(), invalid_argument, "plan: action ", a,
-                    ": wait offsets decrease");
-    for (std::size_t i = begin; i < end; ++i) {
-      MEMPLAN_EXPECTS(pl.waits[i] >= 0 && pl.waits[i] < a, invalid_argument, "plan: action ", a, " waits on action ",
-                      pl.waits[i], ", which does not come before it");
-    }
-    if (act.kind == action_kind::compute || act.kind == action_kind::recompute) {
-      MEMPLAN_EXPECTS(act.step >= 0 && act.step < steps, invalid_argument, "plan: action ", a, " (",
-                      to_string(act.kind), "): step ", act.step, " is out of range [0, ", steps, ")");
-      for (const index_t t : p.inputs(act.step)) {
-        // Micro-op k reads micro-tensor k of its sample tensors, the rest whole.
-        const bool split = micro_action && splits_with_batch(at(p.kind, t));
-        const bytes_t bytes = at(p.bytes, t);
-        access in{split ? bytes * k / act.parts : 0, split ? micro_bytes(bytes, act.parts, k) : bytes, {}};
-        const index_t q = at(micro_parts, t);
-        if (const index_t w = at(on_device, t); w != no_index) {
-          hold(at(l.device, w), a);
-          in.slices.push_back({w, in.offset, in.bytes});  // all of it, or a zero-copy view of micro-tensor k
-        } else if (split && q == act.parts && at(at(micro, t), k) != no_index) {
-          const index_t m = at(at(micro, t), k);
-          hold(at(l.device, m), a);
-          in.slices.push_back({m, 0, in.bytes});
-        } else {
-          // Read whole, or a micro-tensor of another parts count: every
-          // micro-tensor must be there (the in-place merge); the op reads
-          // the parts of them that cover its range.
-          MEMPLAN_EXPECTS(all_micro(t), invalid_argument, "plan: ", name(), " reads tensor '", at(p.tensor_name, t),
-                          "', which is not on the device",
-                          q != 0 ? concat(" (only some of its ", q, " micro-tensors are)") : std::string());
-          for (index_t j = 0; j < q; ++j) {
-            const index_t m = at(at(micro, t), j);
-            hold(at(l.device, m), a);
-            const bytes_t from = std::max(in.offset, bytes * j / q);
-            const bytes_t to = std::min(in.offset + in.bytes, bytes * (j + 1) / q);
-            if (to > from) in.slices.push_back({m, from - bytes * j / q, to - from});
-          }
-          if (in.slices.empty()) in.slices.push_back({at(at(micro, t), 0), 0, 0});
-        }
-        ab.reads.push_back(std::move(in));
-      }
-      for (const index_t t : p.outputs(act.step)) {
-        const bool split = micro_action && splits_with_batch(at(p.kind, t));
-        const bytes_t bytes = at(p.bytes, t);
-        access out{split ? bytes * k / act.parts : 0, split ? micro_bytes(bytes, act.parts, k) : bytes, {}};
-        if (split && at(on_device, t) == no_index) {
-          // Micro-op k makes micro-tensor k, unless it is there already.
-          MEMPLAN_EXPECTS(enter_parts(t, act.parts), invalid_argument, "plan: ", name(), ": tensor '",
-                          at(p.tensor_name, t), "' is on the device as micro-tensors of another parts count");
-          index_t& m = at(at(micro, t), k);
-          if (m == no_index) {
-            m = new_device(t, out.bytes, a, act.parts, k);
-            hold(l.device.back(), a);
-            ab.allocates.push_back(m);
-            out.slices.push_back({m, 0, out.bytes});
-          }
-          ab.writes.push_back(std::move(out));
-          continue;
-        }
-        if (const index_t w = at(on_device, t); w != no_index) {
-          // Already there: a recompute leaves it alone; a later micro-op of a
-          // compute writes its share (a whole output made by micro-op 0).
-          if (micro_action && act.kind == action_kind::compute) {
-            hold(at(l.device, w), a);
-            out.slices.push_back({w, out.offset, out.bytes});
-          }
-          ab.writes.push_back(std::move(out));
-          continue;
-        }
-        if (at(micro_parts, t) != 0) {
-          if (all_micro(t)) {  // on the device as micro-tensors: left alone
-            ab.writes.push_back(std::move(out));
-            continue;
-          }
-          MEMPLAN_EXPECTS(!any_micro(t), invalid_argument, "plan: ", name(), ": tensor '", at(p.tensor_name, t),
-                          "' is on the device as some of its micro-tensors only");
-          at(micro_parts, t) = 0;
-        }
-        at(on_device, t) = new_device(t, bytes, a, 1, no_index);
-        hold(l.device.back(), a);
-        ab.allocates.push_back(at(on_device, t));
-        out.slices.push_back({at(on_device, t), 0, bytes});
-        ab.writes.push_back(std::move(out));
-      }
-      // One part's scratch at a time: ceil(workspace / parts), as the simulator.
-      const bytes_t w = at(p.workspace, act.step);
-      const bytes_t part_w = w / act.parts + (w % act.parts != 0 ? 1 : 0);
-      if (part_w > 0) {
-        ab.workspace = new_device(no_index, part_w, a, 1, no_index);
-        l.device.back().release = a;
-        l.device.back().micro_op = micro_action;
-        hold(l.device.back(), a);
-        ab.allocates.push_back(ab.workspace);
-        ab.releases_device.push_back(ab.workspace);
-      }
-      continue;
-    }
-    MEMPLAN_EXPECTS(act.tensor >= 0 && act.tensor < tensors, invalid_argument, "plan: action ", a, " (",
-                    to_string(act.kind), "): tensor ", act.tensor, " is out of range [0, ", tensors, ")");
-    const index_t t = act.tensor;
-    MEMPLAN_EXPECTS(!micro_action || splits_with_batch(at(p.kind, t)), invalid_argument, "plan: ", name(),
-                    ": only tensors of kind input, activation or gradient have micro-tensors");
-    if (act.kind == action_kind::swap_in) {
-      MEMPLAN_EXPECTS(at(on_device, t) == no_index, invalid_argument, "plan: ", name(), ": tensor '",
-                      at(p.tensor_name, t), "' is already on the device");
-      if (micro_action) {
-        MEMPLAN_EXPECTS(enter_parts(t, act.parts), invalid_argument, "plan: ", name(), ": tensor '",
-                        at(p.tensor_name, t), "' is on the device as micro-tensors of another parts count");
-        index_t& m = at(at(micro, t), k);
-        MEMPLAN_EXPECTS(m == no_index, invalid_argument, "plan: ", name(), ": the micro-tensor is already on the device");
-        // From the host copy of micro-tensor k, else from the whole host copy.
-        const index_t own = at(host_parts, t) == act.parts ? at(at(host_micro, t), k) : no_index;
-        MEMPLAN_EXPECTS(own != no_index || at(host_copy, t) != no_index, invalid_argument, "plan: ", name(),
-                        ": neither the micro-tensor nor tensor '", at(p.tensor_name, t), "' was swapped out");
-        ab.host = own != no_index ? own : at(host_copy, t);
-        ab.host_start = own != no_index ? 0 : at(p.bytes, t) * k / act.parts;
-        hold(at(l.host, ab.host), a);
-        m = new_device(t, micro_bytes(at(p.bytes, t), act.parts, k), a, act.parts, k);
-        hold(l.device.back(), a);
-        ab.device = m;
-        ab.allocates.push_back(m);
-        continue;
-      }
-      MEMPLAN_EXPECTS(!any_micro(t), invalid_argument, "plan: ", name(), ": tensor '", at(p.tensor_name, t),
-                      "' is on the device as micro-tensors");
-      MEMPLAN_EXPECTS(at(host_copy, t) != no_index, invalid_argument, "plan: ", name(), ": tensor '",
-                      at(p.tensor_name, t), "' was never swapped out");
-      at(micro_parts, t) = 0;
-      ab.host = at(host_copy, t);
-      hold(at(l.host, ab.host), a);
-      at(on_device, t) = new_device(t, at(p.bytes, t), a, 1, no_index);
-      hold(l.device.back(), a);
-      ab.device = at(on_device, t);
-      ab.allocates.push_back(ab.device);
-      continue;
-    }
-    if (micro_action) {
-      if (const index_t w = at(on_device, t); w != no_index) {
-        // Split in place (plan.hpp): the whole buffer's bytes pass to
-        // `parts` micro-tensors, each released on its own from now on; like
-        // the simulator, this action holds all of them.
-        buffer& whole = at(l.device, w);
-        const std::array<index_t, stream_count> holders = whole.holders;
-        const index_t maker = whole.maker;
-        const bytes_t bytes = whole.bytes;
-        whole.release = a;
-        whole.split_into = static_cast<index_t>(l.device.size());
-        ab.splits = w;
-        at(on_device, t) = no_index;
-        at(micro_parts, t) = 0;
-        enter_parts(t, act.parts);
-        for (index_t j = 0; j < act.parts; ++j) {
-          const index_t m = new_device(t, micro_bytes(bytes, act.parts, j), maker, act.parts, j);
-          buffer& b = l.device.back();
-          b.micro_op = false;
-          b.whole = w;
-          b.start = bytes * j / act.parts;
-          b.holders = holders;
-          hold(b, a);
-          at(at(micro, t), j) = m;
-        }
-      }
-      MEMPLAN_EXPECTS(at(micro_parts, t) == act.parts && at(at(micro, t), k) != no_index, invalid_argument, "plan: ",
-                      name(), " releases a micro-tensor of '", at(p.tensor_name, t), "' that is not on the device");
-      ab.device = at(at(micro, t), k);
-      at(at(micro, t), k) = no_index;
-      buffer& b = at(l.device, ab.device);
-      hold(b, a);
-      b.release = a;
-      ab.releases_device.push_back(ab.device);
-      if (act.kind == action_kind::swap_out) {
-        if (at(host_parts, t) != act.parts) {
-          at(host_parts, t) = act.parts;
-          at(host_micro, t).assign(static_cast<std::size_t>(act.parts), no_index);
-        }
-        at(at(host_micro, t), k) = ab.host = static_cast<index_t>(l.host.size());
-        l.host.push_back({t, b.bytes, a, no_index, {}, act.parts, k, no_index, 0, no_index, false});
-        hold(l.host.back(), a);
-      }
-      continue;
-    }
-    MEMPLAN_EXPECTS(at(on_device, t) != no_index, invalid_argument, "plan: ", name(), " releases tensor '",
-                    at(p.tensor_name, t), "', which is not on the device",
-                    any_micro(t) ? " whole (it is there as micro-tensors; release each of them)" : "");
-    ab.device = at(on_device, t);
-    buffer& b = at(l.device, ab.device);
-    hold(b, a);
-    b.release = a;
-    ab.releases_device.push_back(ab.device);
-    at(on_device, t) = no_index;
-    if (act.kind == action_kind::swap_out) {
-      at(host_copy, t) = ab.host = static_cast<index_t>(l.host.size());
-      l.host.push_back({t, at(p.bytes, t), a, no_index, {}, 1, no_index, no_index, 0, no_index, false});
-      hold(l.host.back(), a);
-    }
+  void begin(index_t a) {
+    a_ = a;
+    access_ = nullptr;
+  }
+  void end(index_t) { close_read(); }
+  void begin_access(index_t, bytes_t offset, bytes_t bytes, bool output) {
+    close_read();
+    std::vector<access>& list = output ? here().writes : here().reads;
+    list.push_back({offset, bytes, {}});
+    access_ = &list.back();
+    reading_ = !output;
+    first_read_ = no_index;
+  }
+  void read(index_t c, bytes_t offset, bytes_t bytes) {
+    hold(l_->device[static_cast<std::size_t>(c)]);
+    if (bytes > 0) access_->slices.push_back({c, offset, bytes});
+    if (first_read_ == no_index) first_read_ = c;
+  }
+  void write(index_t c, bytes_t offset, bytes_t bytes) {
+    hold(l_->device[static_cast<std::size_t>(c)]);
+    access_->slices.push_back({c, offset, bytes});
+  }
+  index_t make(index_t t, bytes_t bytes, index_t parts, index_t part) {
+    const index_t c = allocate(t, bytes, parts, part);
+    access_->slices.push_back({c, 0, bytes});
+    return c;
+  }
+  void workspace(bytes_t bytes) {
+    if (bytes == 0) return;
+    const index_t w = allocate(no_index, bytes, 1, no_index);
+    l_->device.back().release = a_;
+    l_->device.back().micro_op = act().part != no_index;
+    here().workspace = w;
+    here().releases_device.push_back(w);
+  }
+  index_t swap_in(index_t t, bytes_t bytes, index_t host, bytes_t host_start) {
+    here().host = host;
+    here().host_start = host_start;
+    hold(l_->host[static_cast<std::size_t>(host)]);
+    const bool micro = act().part != no_index;
+    return here().device = allocate(t, bytes, micro ? act().parts : 1, act().part);
+  }
+  /// A whole buffer split in place: its bytes pass to `parts` micro-tensor
+  /// buffers over its sub-ranges, held by its holders and by this action.
+  void split(index_t whole) {
+    buffer& w = l_->device[static_cast<std::size_t>(whole)];
+    split_holders_ = w.holders;
+    split_maker_ = w.maker;
+    w.release = a_;
+    w.split_into = static_cast<index_t>(l_->device.size());
+    here().splits = whole;
+  }
+  index_t split_part(index_t whole, index_t t, bytes_t start, bytes_t bytes, index_t parts, index_t part) {
+    const index_t m = new_device(t, bytes, split_maker_, parts, part);
+    buffer& b = l_->device.back();
+    b.micro_op = false;
+    b.whole = whole;
+    b.start = start;
+    b.holders = split_holders_;
+    hold(b);
+    return m;
+  }
+  void release(index_t c, bool) {
+    buffer& b = l_->device[static_cast<std::size_t>(c)];
+    hold(b);
+    b.release = a_;
+    here().device = c;
+    here().releases_device.push_back(c);
+  }
+  index_t save(index_t t, bytes_t bytes, index_t parts, index_t part) {
+    const auto h = static_cast<index_t>(l_->host.size());
+    l_->host.push_back({t, bytes, a_, no_index, {}, parts, part, no_index, 0, no_index, false});
+    hold(l_->host.back());
+    return here().host = h;
   }
 
-  // Buffers no action released: dead after their last holder, unless the
-  // tensor persists across iterations (DESIGN.md §4); a host copy goes after
-  // its last swap-in, unless it is the last copy of a persistent tensor
-  // (read after the run) or its device copy is gone too.
+ private:
+  [[nodiscard]] const action& act() const { return pl_->actions[static_cast<std::size_t>(a_)]; }
+  [[nodiscard]] action_buffers& here() { return l_->actions[static_cast<std::size_t>(a_)]; }
+  [[nodiscard]] bytes_t bytes_of(index_t t) const { return p_->bytes[static_cast<std::size_t>(t)]; }
+  /// The action being read holds b: the last holder per stream is what a release waits for.
+  void hold(buffer& b) {
+    index_t& last = b.holders[static_cast<std::size_t>(stream_of(act().kind))];
+    last = std::max(last, a_);
+  }
+  index_t new_device(index_t t, bytes_t bytes, index_t maker, index_t parts, index_t part) {
+    l_->device.push_back({t, bytes, maker, no_index, {}, parts, part, no_index, 0, no_index, part != no_index});
+    return static_cast<index_t>(l_->device.size() - 1);
+  }
+  index_t allocate(index_t t, bytes_t bytes, index_t parts, index_t part) {
+    const index_t c = new_device(t, bytes, a_, parts, part);
+    hold(l_->device.back());
+    here().allocates.push_back(c);
+    return c;
+  }
+  /// A read of no bytes still names the buffer it would read (a view of nothing).
+  void close_read() {
+    if (access_ != nullptr && reading_ && access_->slices.empty() && first_read_ != no_index) {
+      access_->slices.push_back({first_read_, 0, 0});
+    }
+    access_ = nullptr;
+  }
+
+  const problem* p_;
+  const plan* pl_;
+  layout* l_;
+  index_t a_ = 0;
+  access* access_ = nullptr;  ///< the read or write being recorded
+  bool reading_ = false;
+  index_t first_read_ = no_index;
+  std::array<index_t, stream_count> split_holders_{};
+  index_t split_maker_ = no_index;
+};
+
+/// Buffers no action released: dead after their last holder, unless the
+/// tensor persists across iterations (DESIGN.md §4); a host copy goes after
+/// its last swap-in, unless it is the last copy of a persistent tensor
+/// (read after the run) or its device copy is gone too.
+inline void release_the_rest(const problem& p, layout& l) {
   const auto last_holder = [](const buffer& b) { return *std::ranges::max_element(b.holders); };
+  const auto at = [](auto& v, index_t i) -> auto& { return v[static_cast<std::size_t>(i)]; };
   for (std::size_t i = 0; i < l.device.size(); ++i) {
     buffer& b = l.device[i];
     if (b.release != no_index || b.tensor == no_index) continue;
-    const bool kept = p.persistent(b.tensor) && at(on_device, b.tensor) == static_cast<index_t>(i);
-    if (kept) continue;
-    if (at(on_device, b.tensor) == static_cast<index_t>(i)) at(on_device, b.tensor) = no_index;
+    const bool latest = at(l.kept_device, b.tensor) == static_cast<index_t>(i);
+    if (latest && p.persistent(b.tensor)) continue;
+    if (latest) at(l.kept_device, b.tensor) = no_index;
     b.release = last_holder(b);
     if (b.release == no_index) {
       l.released_at_load.push_back(static_cast<index_t>(i));
@@ -453,23 +308,49 @@ inline std::string action_name(const problem& p, const plan& pl, index_t a) {
   }
   for (std::size_t i = 0; i < l.host.size(); ++i) {
     buffer& b = l.host[i];
-    const bool latest = at(host_copy, b.tensor) == static_cast<index_t>(i);
-    if (latest && p.persistent(b.tensor) && at(on_device, b.tensor) == no_index) continue;  // kept
-    if (latest) at(host_copy, b.tensor) = no_index;
+    const bool latest = at(l.kept_host, b.tensor) == static_cast<index_t>(i);
+    if (latest && p.persistent(b.tensor) && at(l.kept_device, b.tensor) == no_index) continue;  // kept
+    if (latest) at(l.kept_host, b.tensor) = no_index;
     b.release = last_holder(b);
     if (b.release != no_index) at(l.actions, b.release).releases_host.push_back(static_cast<index_t>(i));
   }
+}
+
+/// Host-copy bytes (arena footprints) live at once in issue order.
+inline bytes_t pinned_in_list_order(const layout& l) {
   bytes_t pinned = 0;
-  for (const index_t h : l.initial_host) pinned += arena::footprint(at(l.host, h).bytes);
-  l.pinned_peak = pinned;
-  for (const action_buffers& ab : l.actions) {
-    const auto a = static_cast<index_t>(&ab - l.actions.data());
-    if (ab.host != no_index && at(l.host, ab.host).maker == a) {
-      pinned += arena::footprint(at(l.host, ab.host).bytes);
-      l.pinned_peak = std::max(l.pinned_peak, pinned);
+  for (const index_t h : l.initial_host) pinned += arena::footprint(l.host[static_cast<std::size_t>(h)].bytes);
+  bytes_t peak = pinned;
+  for (std::size_t a = 0; a < l.actions.size(); ++a) {
+    const action_buffers& ab = l.actions[a];
+    if (ab.host != no_index && l.host[static_cast<std::size_t>(ab.host)].maker == static_cast<index_t>(a)) {
+      pinned += arena::footprint(l.host[static_cast<std::size_t>(ab.host)].bytes);
+      peak = std::max(peak, pinned);
     }
-    for (const index_t h : ab.releases_host) pinned -= arena::footprint(at(l.host, h).bytes);
+    for (const index_t h : ab.releases_host) pinned -= arena::footprint(l.host[static_cast<std::size_t>(h)].bytes);
   }
+  return peak;
+}
+}  // namespace detail
+
+/// Derives the buffers of `pl` by the plan walk (plan_walk.hpp).
+/// \throws invalid_argument naming the action and the rule if plan.hpp's
+///         rules reject the list (the simulator's verdict "invalid plan").
+[[nodiscard]] inline layout layout_of(const problem& p, const plan& pl) {
+  layout l;
+  l.load = static_cast<index_t>(pl.actions.size());
+  l.actions.resize(pl.actions.size());
+  l.kept_device.assign(p.num_tensors(), no_index);
+  l.kept_host.assign(p.num_tensors(), no_index);
+  detail::layout_recorder recorder(p, pl, l);
+  plan_walk walk;
+  if (!walk.run(p, pl, recorder)) throw invalid_argument("invalid plan: " + walk.why());
+  for (std::size_t t = 0; t < p.num_tensors(); ++t) {
+    l.kept_device[t] = walk.device_copy(static_cast<index_t>(t));
+    l.kept_host[t] = walk.host_copy(static_cast<index_t>(t));
+  }
+  detail::release_the_rest(p, l);
+  l.pinned_peak = detail::pinned_in_list_order(l);
   return l;
 }
 

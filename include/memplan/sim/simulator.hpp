@@ -42,6 +42,7 @@
 #include "memplan/error.hpp"
 #include "memplan/format_bytes.hpp"
 #include "memplan/plan.hpp"
+#include "memplan/plan_walk.hpp"
 #include "memplan/problem.hpp"
 #include "memplan/sim/report.hpp"
 
@@ -97,7 +98,7 @@ class simulator {
   static constexpr double never = std::numeric_limits<double>::infinity();
   /// `copy_info::release_by` of a persistent tensor's last copy, which stays.
   static constexpr index_t kept = -2;
-  /// `saved_by_` of offloaded state: its host copy is there from the start.
+  /// The host copy of offloaded state, there from the start (swap_outs name the others).
   static constexpr index_t from_start = -3;
 
   report run(const problem& p, const plan& pl, const device_spec& dev, bytes_t budget, const simulate_options& opts,
@@ -164,15 +165,6 @@ class simulator {
     index_t pending;
   };
 
-  /// "action 17 (compute 'conv3')"; only for actions `resolve` accepted.
-  static std::string describe(const problem& p, const plan& pl, index_t a) {
-    const action& act = pl.actions[static_cast<std::size_t>(a)];
-    const bool runs_op = act.kind == action_kind::compute || act.kind == action_kind::recompute;
-    const std::string& name = runs_op ? p.op_name[static_cast<std::size_t>(act.step)]
-                                      : p.tensor_name[static_cast<std::size_t>(act.tensor)];
-    return detail::concat("action ", a, " (", to_string(act.kind), " '", name, "')");
-  }
-
   bool fail(std::string why, report& r) {
     r.failure = "invalid plan: " + std::move(why);
     return false;
@@ -206,295 +198,30 @@ class simulator {
     ++info.pending;
   }
 
-  /// Pass 1, in issue order (plan.hpp's rules on which copy is on the device).
+  /// Pass 1, in issue order: the plan walk (plan_walk.hpp) says which copy
+  /// each action reads, makes or releases; `resolver` records the copies'
+  /// holders and the times if memory never binds (see `run_unbounded`):
+  /// each action starts once its stream and its waits are done.
   bool resolve(const problem& p, const plan& pl, const device_spec& dev, report& r) {
     const std::size_t n = pl.actions.size();
-    const std::size_t tensors = p.num_tensors();
-    const std::size_t steps = p.num_steps();
-    const auto& wb = pl.wait_begin;
-    if (wb.size() != n + 1 || wb.front() != 0 || static_cast<std::size_t>(wb.back()) != pl.waits.size() ||
-        !std::ranges::is_sorted(wb)) {
-      return fail(detail::concat("wait_begin must hold ", n + 1, " non-decreasing offsets from 0 to ",
-                                 pl.waits.size(), " (one per action, plus one)"),
-                  r);
-    }
-
     info_.resize(n + 1);
-    touch_count_ = 0;
-    copy_count_ = 0;
-    make_room(0, tensors);
-    for (index_t& first : first_) first = static_cast<index_t>(n);
-    index_t last[stream_count] = {no_index, no_index, no_index};
-    current_.assign(tensors, no_index);
-    saved_by_.assign(tensors, no_index);
-    computed_.assign(steps, 0);
-    step_parts_.assign(steps, 1);
-    micro_parts_.assign(tensors, 0);
-    micro_at_.resize(tensors);
-    micro_copy_.clear();
-    host_parts_.assign(tensors, 0);
-    host_at_.resize(tensors);
-    host_copy_.clear();
-
-    // Tensors without a producer are on the device at time 0, offloaded
-    // state in host memory (plan.hpp).
-    last_update_.assign(tensors, no_index);
-    for (std::size_t k = 0; k < pl.offloaded_state.size(); ++k) {
-      const index_t t = pl.offloaded_state[k];
-      if (t < 0 || static_cast<std::size_t>(t) >= tensors) {
-        return fail(detail::concat("offloaded_state names tensor ", t, ", but the problem has ", tensors, " tensors"),
-                    r);
-      }
-      const auto ti = static_cast<std::size_t>(t);
-      if (!p.persistent(t) || p.producer[ti] != no_index) {
-        return fail(detail::concat("offloaded_state names tensor ", t, " ('", p.tensor_name[ti], "') of kind ",
-                                   to_string(p.kind[ti]), p.producer[ti] != no_index ? ", made by an op" : "",
-                                   "; only parameters and optimizer state that no op makes live in host memory "
-                                   "between iterations"),
-                    r);
-      }
-      if (k > 0 && pl.offloaded_state[k - 1] >= t) {
-        return fail(detail::concat("offloaded_state must list tensors in increasing order, without repeats; ", t,
-                                   " follows ", pl.offloaded_state[k - 1]),
-                    r);
-      }
-      saved_by_[ti] = from_start;
-      r.offloaded_state_bytes += p.bytes[ti];
-    }
-    initial_bytes_ = 0;
-    for (std::size_t t = 0; t < tensors; ++t) {
-      if (p.producer[t] != no_index || saved_by_[t] == from_start) continue;
-      current_[t] = new_copy(static_cast<index_t>(t), p.bytes[t], no_index);
-      initial_bytes_ += p.bytes[t];
-    }
-
-    // Alongside, the times if memory never binds (see `run_unbounded`):
-    // each action starts once its stream and its waits are done.
     start_.resize(n);
     end_.resize(n);
-    double stream_end[stream_count] = {};
+    touch_count_ = 0;
+    copy_count_ = 0;
+    make_room(0, p.num_tensors());
+    for (index_t& first : first_) first = static_cast<index_t>(n);
+    initial_bytes_ = 0;
     unbounded_ = true;
     compute_busy_us_ = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      const auto a = static_cast<index_t>(i);
-      const action& act = pl.actions[i];
-      const auto touch_begin = static_cast<index_t>(touch_count_);
-      const stream_kind stream = stream_of(act.kind);
-      double start = stream_end[static_cast<std::size_t>(stream)];
-      for (const index_t w : pl.waits_of(i)) {
-        if (w < 0 || w >= a) {
-          return fail(detail::concat("action ", a, " waits on action ", w, ", which is not an earlier action"), r);
-        }
-        start = std::max(start, end_[static_cast<std::size_t>(w)]);
-      }
-      bytes_t alloc = 0;
-      bytes_t workspace = 0;
-      double duration = 0;
-      index_t source = no_index;
-      index_t splits = no_index;
-      const bool micro = act.part != no_index;
-      if (micro && (act.part < 0 || act.part >= act.parts)) {
-        return fail(detail::concat("action ", a, " (", to_string(act.kind), "): part ", act.part,
-                                   " is outside [0, parts = ", act.parts, ")"),
-                    r);
-      }
-      switch (act.kind) {
-        case action_kind::compute:
-        case action_kind::recompute: {
-          const index_t s = act.step;
-          if (s < 0 || static_cast<std::size_t>(s) >= steps) {
-            return fail(detail::concat("action ", a, " (", to_string(act.kind), ") names step ", s,
-                                       ", but the problem has ", steps, " steps"),
-                        r);
-          }
-          if (act.parts < 1) {
-            return fail(describe(p, pl, a) + detail::concat(": parts must be at least 1, got ", act.parts), r);
-          }
-          const auto si = static_cast<std::size_t>(s);
-          index_t& done = computed_[si];
-          if (act.kind == action_kind::compute) {
-            // Whole once, or micro-ops 0, 1, ..., parts-1 in order (plan.hpp).
-            if (done != 0 && (!micro || act.part == 0)) {
-              return fail(describe(p, pl, a) + ": the step is computed twice (use recompute)", r);
-            }
-            if (micro && act.part > 0 && (step_parts_[si] != act.parts || done != act.part)) {
-              return fail(describe(p, pl, a) + detail::concat(": micro-op ", act.part, " of ", act.parts,
-                                                              " comes out of order; micro-ops computed so far: ",
-                                                              done, " of ", step_parts_[si]),
-                          r);
-            }
-            step_parts_[si] = micro ? act.parts : 1;
-            done = micro ? act.part + 1 : 1;
-          } else if (done == 0 || done != step_parts_[si]) {
-            return fail(describe(p, pl, a) + ": recomputes a step that has not been computed yet", r);
-          }
-          for (const index_t t : p.inputs(s)) {
-            const bool split = micro && splits_with_batch(p.kind[static_cast<std::size_t>(t)]);
-            if (!hold(t, act.parts, split ? act.part : no_index, true)) {
-              return fail(describe(p, pl, a) + not_on_device(p, pl, a, t), r);
-            }
-            if (p.op_phase[si] == phase::update && p.persistent(t)) last_update_[static_cast<std::size_t>(t)] = a;
-          }
-          // compute makes every output; recompute brings back those not on the device.
-          for (const index_t t : p.outputs(s)) {
-            const auto ti = static_cast<std::size_t>(t);
-            make_room(1, 1);
-            if (micro && splits_with_batch(p.kind[ti]) && current_[ti] == no_index) {
-              if (!enter_parts(t, act.parts)) return fail(describe(p, pl, a) + other_parts(p, t), r);
-              index_t& c = micro_copy_[micro_at_[ti] + static_cast<std::size_t>(act.part)];
-              if (c != no_index) continue;
-              const bytes_t b = micro_bytes(p.bytes[ti], act.parts, act.part);
-              c = new_copy(t, b, a);
-              touch(c, false);
-              alloc += b;
-              continue;
-            }
-            auto& c = current_[ti];
-            if (c != no_index) {
-              if (micro && act.kind == action_kind::compute) {  // a whole output made by micro-op 0, written by this one
-                touch(c, true);
-                copies_[static_cast<std::size_t>(c)].creator = a;  // a later reader (a swap-out) waits for this write
-              }
-              continue;
-            }
-            if (micro_parts_[ti] != 0) {
-              if (all_micro(t)) continue;  // on the device as micro-tensors
-              if (any_micro(t)) return fail(describe(p, pl, a) + partly_on_device(p, t), r);
-              micro_parts_[ti] = 0;
-            }
-            const bytes_t b = p.bytes[ti];
-            c = new_copy(t, b, a);
-            touch(c, false);
-            alloc += b;
-          }
-          const bytes_t w = p.workspace[si];
-          workspace = act.parts == 1 ? w : (w + act.parts - 1) / act.parts;
-          alloc += workspace;
-          duration = split_time_us(dev, p.time_us[si], act.parts) / (micro ? act.parts : 1);
-          if (act.kind == action_kind::recompute) {
-            ++r.recomputed_ops;
-            r.recompute_us += duration;
-          }
-          if (act.parts > 1 && act.part <= 0) ++r.split_ops;
-          break;
-        }
-        case action_kind::swap_out:
-        case action_kind::swap_in:
-        case action_kind::free: {
-          const index_t t = act.tensor;
-          if (t < 0 || static_cast<std::size_t>(t) >= tensors) {
-            return fail(detail::concat("action ", a, " (", to_string(act.kind), ") names tensor ", t,
-                                       ", but the problem has ", tensors, " tensors"),
-                        r);
-          }
-          const auto ti = static_cast<std::size_t>(t);
-          if (micro) {
-            if (!splits_with_batch(p.kind[ti])) {
-              return fail(describe(p, pl, a) + ": only tensors of kind input, activation or gradient have micro-tensors",
-                          r);
-            }
-            const bool ok = act.kind == action_kind::swap_in
-                                ? micro_swap_in(p, pl, a, dev, r, alloc, duration, source)
-                                : micro_release(p, pl, a, start, dev, r, duration, splits);
-            if (!ok) return false;
-            break;
-          }
-          make_room(1, 1);
-          auto& c = current_[ti];
-          const bytes_t b = p.bytes[ti];
-          if (c == no_index && micro_parts_[ti] != 0 && any_micro(t)) {
-            return fail(describe(p, pl, a) + partly_on_device(p, t), r);
-          }
-          micro_parts_[ti] = 0;
-          if (act.kind == action_kind::swap_in) {
-            if (c != no_index) return fail(describe(p, pl, a) + ": the tensor is already on the device", r);
-            if (saved_by_[ti] == no_index) {
-              return fail(describe(p, pl, a) + ": the tensor was never swapped out, so no host copy exists", r);
-            }
-            source = saved_by_[ti] == from_start ? no_index : saved_by_[ti];
-            c = new_copy(t, b, a);
-            touch(c, false);
-            alloc = b;
-            duration = dev.h2d.transfer_us(b);
-            r.swapped_in_bytes += b;
-            break;
-          }
-          if (c == no_index) {
-            return fail(describe(p, pl, a) + ": releases a tensor that is not on the device" +
-                            not_on_device(p, pl, a, t),
-                        r);
-          }
-          // The release waits for this action too: a swap-out's copy must
-          // end, and a free must have been reached on its stream.
-          touch(c, act.kind == action_kind::swap_out);
-          c = no_index;
-          if (act.kind == action_kind::swap_out) {
-            saved_by_[ti] = a;
-            duration = dev.d2h.transfer_us(b);
-            r.swapped_out_bytes += b;
-          }
-          break;
-        }
-        default:
-          return fail(detail::concat("action ", a, " has unknown kind ", static_cast<int>(act.kind)), r);
-      }
-      info_[i] = {duration, alloc, workspace, workspace, source, touch_begin, static_cast<index_t>(n), splits, stream};
-      const double end = start + duration;
-      // Reading a copy (or a host copy) before its maker ends is invalid;
-      // `execute` finds and reports it at the time it happens.
-      if (source != no_index && end_[static_cast<std::size_t>(source)] > start) unbounded_ = false;
-      for (std::size_t k = static_cast<std::size_t>(touch_begin); k < touch_count_; ++k) {
-        copy_info& c = copies_[static_cast<std::size_t>(touches_[k].copy)];
-        if (touches_[k].after != no_index && end_[static_cast<std::size_t>(touches_[k].after)] > start) {
-          unbounded_ = false;
-        }
-        if (end >= c.release_us) {
-          c.release_us = end;
-          c.release_by = a;
-        }
-      }
-      start_[i] = start;
-      end_[i] = end;
-      stream_end[static_cast<std::size_t>(stream)] = end;
-      if (stream == stream_kind::compute) compute_busy_us_ += duration;
-      index_t& before = last[static_cast<std::size_t>(stream)];
-      (before == no_index ? first_[static_cast<std::size_t>(stream)] : info_[static_cast<std::size_t>(before)].next) = a;
-      before = a;
-    }
+    resolver v{*this, p, pl, dev, r};
+    if (!walk_.run(p, pl, v)) return fail(walk_.why(), r);
     info_[n].touch_begin = static_cast<index_t>(touch_count_);
-    unbounded_time_us_ = std::max({stream_end[0], stream_end[1], stream_end[2]});
-
-    for (std::size_t s = 0; s < steps; ++s) {
-      if (computed_[s] == 0) return fail(detail::concat("step ", s, " (op '", p.op_name[s], "') is never computed"), r);
-      if (computed_[s] != step_parts_[s]) {
-        return fail(detail::concat("step ", s, " (op '", p.op_name[s], "'): only ", computed_[s], " of its ",
-                                   step_parts_[s], " micro-ops are computed"),
-                    r);
-      }
-    }
-    // Offloaded state ends the iteration in host memory, its update saved.
-    for (const index_t t : pl.offloaded_state) {
-      const auto ti = static_cast<std::size_t>(t);
-      if (current_[ti] != no_index) {
-        return fail(detail::concat("offloaded_state '", p.tensor_name[ti],
-                                   "' is on the device at the end of the iteration; it must end in host memory "
-                                   "(swap it out after its last use)"),
-                    r);
-      }
-      const index_t update = last_update_[ti];
-      if (update == no_index) continue;  // no op writes it: its host copy is current
-      const index_t saved = saved_by_[ti];
-      const auto waits = saved > update ? pl.waits_of(static_cast<std::size_t>(saved)) : std::span<const index_t>();
-      if (std::ranges::find(waits, update) == waits.end()) {
-        return fail(detail::concat("offloaded_state '", p.tensor_name[ti], "': its update, ", describe(p, pl, update),
-                                   ", is not saved; the last swap_out of it must wait on that action"),
-                    r);
-      }
-    }
+    unbounded_time_us_ = std::max({v.stream_end[0], v.stream_end[1], v.stream_end[2]});
     // The copies still on the device at the end die once their last holder
     // ends, unless the tensor persists across iterations (DESIGN.md §4).
-    for (std::size_t t = 0; t < tensors; ++t) {
-      const index_t c = current_[t];
+    for (std::size_t t = 0; t < p.num_tensors(); ++t) {
+      const index_t c = walk_.device_copy(static_cast<index_t>(t));
       if (c == no_index || !p.persistent(static_cast<index_t>(t))) continue;
       copy_info& last_copy = copies_[static_cast<std::size_t>(c)];
       ++last_copy.pending;
@@ -503,158 +230,142 @@ class simulator {
     return true;
   }
 
-  /// Action being resolved holds t: micro-tensor `part` of `parts`, or the
-  /// whole tensor (part == no_index) — the whole copy, or every micro-tensor
-  /// (an in-place merge, also how a micro-tensor of another parts count is
-  /// read). \returns false if that is not on the device.
-  bool hold(index_t t, index_t parts, index_t part, bool reads) {
-    const auto ti = static_cast<std::size_t>(t);
-    make_room(1, 0);
-    if (current_[ti] != no_index) {
-      touch(current_[ti], reads);
-      return true;
-    }
-    const index_t q = micro_parts_[ti];
-    if (q == 0) return false;
-    const std::span<const index_t> slots(micro_copy_.data() + micro_at_[ti], static_cast<std::size_t>(q));
-    if (part != no_index && q == parts) {
-      if (slots[static_cast<std::size_t>(part)] == no_index) return false;
-      touch(slots[static_cast<std::size_t>(part)], reads);
-      return true;
-    }
-    if (std::ranges::find(slots, no_index) != slots.end()) return false;
-    make_room(static_cast<std::size_t>(q), 0);
-    for (const index_t c : slots) touch(c, reads);
-    return true;
-  }
-  [[nodiscard]] bool any_micro(index_t t) const {
-    const auto ti = static_cast<std::size_t>(t);
-    for (index_t k = 0; k < micro_parts_[ti]; ++k) {
-      if (micro_copy_[micro_at_[ti] + static_cast<std::size_t>(k)] != no_index) return true;
-    }
-    return false;
-  }
-  [[nodiscard]] bool all_micro(index_t t) const {
-    const auto ti = static_cast<std::size_t>(t);
-    for (index_t k = 0; k < micro_parts_[ti]; ++k) {
-      if (micro_copy_[micro_at_[ti] + static_cast<std::size_t>(k)] == no_index) return false;
-    }
-    return true;
-  }
-  /// t is to hold micro-tensors of `parts`: false if it holds some of another count.
-  bool enter_parts(index_t t, index_t parts) {
-    const auto ti = static_cast<std::size_t>(t);
-    if (micro_parts_[ti] == parts) return true;
-    if (micro_parts_[ti] != 0 && any_micro(t)) return false;
-    micro_parts_[ti] = parts;
-    micro_at_[ti] = micro_copy_.size();
-    micro_copy_.resize(micro_copy_.size() + static_cast<std::size_t>(parts), no_index);
-    return true;
-  }
-  static std::string other_parts(const problem& p, index_t t) {
-    return detail::concat(": tensor '", p.tensor_name[static_cast<std::size_t>(t)],
-                          "' is on the device as micro-tensors of another parts count");
-  }
-  static std::string partly_on_device(const problem& p, index_t t) {
-    return detail::concat(": tensor '", p.tensor_name[static_cast<std::size_t>(t)],
-                          "' is on the device as micro-tensors; release or bring back each of them");
-  }
+  /// The plan walk's visitor for pass 1: copies and their holders (`touch`),
+  /// and per action what `execute` needs (`action_info`) and its times in
+  /// issue order. Host copies are named by their swap_out (`from_start`:
+  /// offloaded state's, there at time 0).
+  struct resolver {
+    simulator& s;
+    const problem& p;
+    const plan& pl;
+    const device_spec& dev;
+    report& r;
+    double stream_end[stream_count] = {};
+    index_t last[stream_count] = {no_index, no_index, no_index};
+    // The action being read.
+    index_t a = 0;
+    double start = 0;
+    double duration = 0;
+    bytes_t alloc = 0;
+    bytes_t workspace_bytes = 0;
+    index_t source = no_index;
+    index_t splits = no_index;
+    index_t split_creator = no_index;
+    index_t touch_begin = 0;
 
-  /// swap_in(t, parts, k): from the host copy of micro-tensor k, or of the whole tensor.
-  bool micro_swap_in(const problem& p, const plan& pl, index_t a, const device_spec& dev, report& r, bytes_t& alloc,
-                     double& duration, index_t& source) {
-    const action& act = pl.actions[static_cast<std::size_t>(a)];
-    const index_t t = act.tensor;
-    const auto ti = static_cast<std::size_t>(t);
-    if (current_[ti] != no_index) return fail(describe(p, pl, a) + ": the tensor is already on the device", r);
-    if (!enter_parts(t, act.parts)) return fail(describe(p, pl, a) + other_parts(p, t), r);
-    index_t& c = micro_copy_[micro_at_[ti] + static_cast<std::size_t>(act.part)];
-    if (c != no_index) return fail(describe(p, pl, a) + ": the micro-tensor is already on the device", r);
-    source = host_parts_[ti] == act.parts ? host_copy_[host_at_[ti] + static_cast<std::size_t>(act.part)] : no_index;
-    if (source == no_index) source = saved_by_[ti];
-    if (source == no_index) {
-      return fail(describe(p, pl, a) + ": neither the micro-tensor nor the tensor was swapped out", r);
+    index_t initial_copy(index_t t) {
+      const bytes_t b = p.bytes[static_cast<std::size_t>(t)];
+      s.initial_bytes_ += b;
+      return s.new_copy(t, b, no_index);
     }
-    const bytes_t b = micro_bytes(p.bytes[ti], act.parts, act.part);
-    make_room(1, 1);
-    c = new_copy(t, b, a);
-    touch(c, false);
-    alloc = b;
-    duration = dev.h2d.transfer_us(b);
-    r.swapped_in_bytes += b;
-    return true;
-  }
-
-  /// free / swap_out(t, parts, k): releases micro-tensor k, splitting a
-  /// whole t in place first (its bytes pass to `parts` micro copies).
-  bool micro_release(const problem& p, const plan& pl, index_t a, double start, const device_spec& dev, report& r,
-                     double& duration, index_t& splits) {
-    const action& act = pl.actions[static_cast<std::size_t>(a)];
-    const index_t t = act.tensor;
-    const auto ti = static_cast<std::size_t>(t);
-    const bool out = act.kind == action_kind::swap_out;
-    const auto k = static_cast<std::size_t>(act.part);
-    const index_t whole = current_[ti];
-    if (whole != no_index) {
-      make_room(static_cast<std::size_t>(act.parts) + 1, static_cast<std::size_t>(act.parts));
-      touch(whole, false);
-      current_[ti] = no_index;
-      micro_parts_[ti] = 0;
-      enter_parts(t, act.parts);
-      copy_info& w = copies_[static_cast<std::size_t>(whole)];
-      // Issue-order times: an earlier holder may still run when it starts.
-      if (w.release_us > start) unbounded_ = false;
-      const bytes_t total = w.bytes;
-      const index_t creator = w.creator;
-      w.bytes = 0;
-      for (index_t j = 0; j < act.parts; ++j) {
-        const index_t m = new_copy(t, micro_bytes(total, act.parts, j), creator);
-        micro_copy_[micro_at_[ti] + static_cast<std::size_t>(j)] = m;
-        touch(m, out && static_cast<std::size_t>(j) == k);
+    index_t initial_host(index_t t) {
+      r.offloaded_state_bytes += p.bytes[static_cast<std::size_t>(t)];
+      return from_start;
+    }
+    void begin(index_t action_index) {
+      a = action_index;
+      touch_begin = static_cast<index_t>(s.touch_count_);
+      duration = 0;
+      alloc = 0;
+      workspace_bytes = 0;
+      source = no_index;
+      splits = no_index;
+      start = stream_end[static_cast<std::size_t>(stream_of(pl.actions[static_cast<std::size_t>(a)].kind))];
+      for (const index_t w : pl.waits_of(static_cast<std::size_t>(a))) {
+        start = std::max(start, s.end_[static_cast<std::size_t>(w)]);
       }
+    }
+    void begin_access(index_t, bytes_t, bytes_t, bool) {}
+    void read(index_t c, bytes_t, bytes_t) {
+      s.make_room(1, 0);
+      s.touch(c, true);
+    }
+    void write(index_t c, bytes_t, bytes_t) {
+      read(c, 0, 0);
+      s.copies_[static_cast<std::size_t>(c)].creator = a;  // a later reader (a swap-out) waits for this write
+    }
+    index_t make(index_t t, bytes_t b, index_t, index_t) {
+      s.make_room(1, 1);
+      const index_t c = s.new_copy(t, b, a);
+      s.touch(c, false);
+      alloc += b;
+      return c;
+    }
+    void workspace(bytes_t b) {
+      workspace_bytes = b;
+      alloc += b;
+    }
+    index_t swap_in(index_t t, bytes_t b, index_t host, bytes_t) {
+      source = host == from_start ? no_index : host;
+      duration = dev.h2d.transfer_us(b);
+      r.swapped_in_bytes += b;
+      return make(t, b, 1, no_index);
+    }
+    void split(index_t whole) {
+      const index_t parts = pl.actions[static_cast<std::size_t>(a)].parts;
+      s.make_room(static_cast<std::size_t>(parts) + 1, static_cast<std::size_t>(parts));
+      s.touch(whole, false);
+      copy_info& w = s.copies_[static_cast<std::size_t>(whole)];
+      if (w.release_us > start) s.unbounded_ = false;  // an earlier holder may still run when it starts
+      w.bytes = 0;
+      split_creator = w.creator;
       splits = whole;
-    } else if (micro_parts_[ti] != act.parts ||
-               micro_copy_[micro_at_[ti] + k] == no_index) {
-      return fail(describe(p, pl, a) + ": releases a micro-tensor that is not on the device" +
-                      not_on_device(p, pl, a, t),
-                  r);
-    } else {
-      make_room(1, 0);
-      touch(micro_copy_[micro_at_[ti] + k], out);
     }
-    micro_copy_[micro_at_[ti] + k] = no_index;
-    if (!out) return true;
-    if (host_parts_[ti] != act.parts) {
-      host_parts_[ti] = act.parts;
-      host_at_[ti] = host_copy_.size();
-      host_copy_.resize(host_copy_.size() + static_cast<std::size_t>(act.parts), no_index);
+    index_t split_part(index_t, index_t t, bytes_t, bytes_t b, index_t, index_t part) {
+      const index_t m = s.new_copy(t, b, split_creator);
+      if (part != pl.actions[static_cast<std::size_t>(a)].part) s.touch(m, false);  // the released one: `release`
+      return m;
     }
-    host_copy_[host_at_[ti] + k] = a;
-    const bytes_t b = micro_bytes(p.bytes[ti], act.parts, act.part);
-    duration = dev.d2h.transfer_us(b);
-    r.swapped_out_bytes += b;
-    return true;
-  }
-
-  /// ": tensor 'x' is not on the device; action 9 (free 'x') released it ..."
-  /// for action `a`, which found t missing.
-  static std::string not_on_device(const problem& p, const plan& pl, index_t a, index_t t) {
-    const auto ti = static_cast<std::size_t>(t);
-    index_t by = a - 1;  // the latest release of t before a
-    for (; by >= 0; --by) {
-      const action& act = pl.actions[static_cast<std::size_t>(by)];
-      if (act.tensor == t && (act.kind == action_kind::swap_out || act.kind == action_kind::free)) break;
+    void release(index_t c, bool saves) {
+      s.make_room(1, 0);
+      s.touch(c, saves);  // a swap-out's copy must end; a free must have been reached on its stream
     }
-    if (by >= 0) {
-      return detail::concat(": tensor '", p.tensor_name[ti], "' is not on the device; ", describe(p, pl, by),
-                            " released it and nothing brought it back");
+    index_t save(index_t, bytes_t b, index_t, index_t) {
+      duration = dev.d2h.transfer_us(b);
+      r.swapped_out_bytes += b;
+      return a;
     }
-    if (std::ranges::binary_search(pl.offloaded_state, t)) {
-      return detail::concat(": tensor '", p.tensor_name[ti],
-                            "' is not on the device; it is offloaded state, in host memory until a swap_in brings it");
+    void end(index_t) {
+      const action& act = pl.actions[static_cast<std::size_t>(a)];
+      if (act.kind == action_kind::compute || act.kind == action_kind::recompute) count_op(act);
+      const stream_kind stream = stream_of(act.kind);
+      const auto n = static_cast<index_t>(pl.actions.size());
+      s.info_[static_cast<std::size_t>(a)] = {duration, alloc,  workspace_bytes, workspace_bytes, source,
+                                              touch_begin, n, splits, stream};
+      const double end = start + duration;
+      // Reading a copy (or a host copy) before its maker ends is invalid;
+      // `execute` finds and reports it at the time it happens.
+      if (source != no_index && s.end_[static_cast<std::size_t>(source)] > start) s.unbounded_ = false;
+      for (std::size_t k = static_cast<std::size_t>(touch_begin); k < s.touch_count_; ++k) {
+        copy_info& c = s.copies_[static_cast<std::size_t>(s.touches_[k].copy)];
+        if (s.touches_[k].after != no_index && s.end_[static_cast<std::size_t>(s.touches_[k].after)] > start) {
+          s.unbounded_ = false;
+        }
+        if (end >= c.release_us) {
+          c.release_us = end;
+          c.release_by = a;
+        }
+      }
+      s.start_[static_cast<std::size_t>(a)] = start;
+      s.end_[static_cast<std::size_t>(a)] = end;
+      stream_end[static_cast<std::size_t>(stream)] = end;
+      if (stream == stream_kind::compute) s.compute_busy_us_ += duration;
+      index_t& before = last[static_cast<std::size_t>(stream)];
+      (before == no_index ? s.first_[static_cast<std::size_t>(stream)] : s.info_[static_cast<std::size_t>(before)].next) = a;
+      before = a;
     }
-    return detail::concat(": tensor '", p.tensor_name[ti], "' is not on the device; nothing has made it yet");
-  }
+    /// An op's time: the split cost model's for its parts, one part's share
+    /// for a micro-op (TSPLIT Eq. 6).
+    void count_op(const action& act) {
+      const bool micro = act.part != no_index;
+      duration = split_time_us(dev, p.time_us[static_cast<std::size_t>(act.step)], act.parts) / (micro ? act.parts : 1);
+      if (act.kind == action_kind::recompute) {
+        ++r.recomputed_ops;
+        r.recompute_us += duration;
+      }
+      if (act.parts > 1 && act.part <= 0) ++r.split_ops;
+    }
+  };
 
   /// Pass 2, the common case: memory never binds. Then every action starts
   /// as soon as its stream and its waits allow — the times `resolve` found
@@ -834,7 +545,7 @@ class simulator {
           // An in-place split: every other holder of the whole copy has ended.
           const copy_info& w = copies_[static_cast<std::size_t>(info.splits)];
           if (w.pending != 1 || w.release_us > now) {
-            fail(describe(p, pl, static_cast<index_t>(chosen)) +
+            fail(plan_walk::describe(p, pl, static_cast<index_t>(chosen)) +
                      detail::concat(" splits tensor '", p.tensor_name[static_cast<std::size_t>(w.tensor)],
                                     "' in place at ", now,
                                     " us while an earlier action holding it has not ended: a wait is missing"),
@@ -889,7 +600,7 @@ class simulator {
     // actions, so the earliest unstarted action is a head that is ready but
     // for memory: `blocked` is set, and its allocation can never fit.
     const bytes_t need = info_[static_cast<std::size_t>(blocked)].alloc;
-    r.failure = detail::concat("out of memory at ", describe(p, pl, blocked), ", at ", now, " us: needs ",
+    r.failure = detail::concat("out of memory at ", plan_walk::describe(p, pl, blocked), ", at ", now, " us: needs ",
                                format_bytes(need), " (", format_bytes(in_use + need - budget),
                                " more than is free), ", format_bytes(in_use), " in use, budget ",
                                format_bytes(budget));
@@ -905,8 +616,8 @@ class simulator {
   /// them with waits, so starting `a` before `before` ends makes it invalid.
   void fail_late(const problem& p, const plan& pl, std::size_t a, index_t before, index_t t, double now, report& r) {
     const double e = end_[static_cast<std::size_t>(before)];
-    fail(detail::concat(describe(p, pl, static_cast<index_t>(a)), " starts at ", now, " us, but ",
-                        describe(p, pl, before), ", which it needs for tensor '",
+    fail(detail::concat(plan_walk::describe(p, pl, static_cast<index_t>(a)), " starts at ", now, " us, but ",
+                        plan_walk::describe(p, pl, before), ", which it needs for tensor '",
                         p.tensor_name[static_cast<std::size_t>(t)], "', ",
                         e == never ? std::string("has not started") : detail::concat("ends at ", e, " us"),
                         ": a wait is missing"),
@@ -924,18 +635,7 @@ class simulator {
   index_t first_[stream_count] = {};  ///< per stream, its first action
   std::vector<copy_info> copies_;
   std::size_t copy_count_ = 0;  ///< used part of `copies_`
-  // Per tensor / step, during resolve.
-  std::vector<index_t> current_;      ///< the copy on the device, or no_index
-  std::vector<index_t> saved_by_;     ///< latest swap_out (the host copy); from_start for offloaded state
-  std::vector<index_t> last_update_;     ///< per tensor: the latest update-phase compute reading it
-  std::vector<index_t> computed_;    ///< per step: 1 when computed whole, else micro-ops computed
-  std::vector<index_t> step_parts_;  ///< per step: 1, or the parts of its micro-ops
-  std::vector<index_t> micro_parts_;     ///< per tensor: parts of its micro-tensors on the device, 0: none
-  std::vector<std::size_t> micro_at_;    ///< per tensor: its slots in micro_copy_
-  std::vector<index_t> micro_copy_;      ///< copies of micro-tensors, or no_index
-  std::vector<index_t> host_parts_;      ///< per tensor: parts of its micro-tensors' host copies, 0: none
-  std::vector<std::size_t> host_at_;     ///< per tensor: its slots in host_copy_
-  std::vector<index_t> host_copy_;       ///< the swap_out of each micro-tensor, or no_index
+  plan_walk walk_;  ///< pass 1
   bytes_t initial_bytes_ = 0;
 };
 

@@ -18,6 +18,7 @@
 #include "memplan/cost/device.hpp"
 #include "memplan/error.hpp"
 #include "memplan/plan.hpp"
+#include "memplan/plan_builder.hpp"
 #include "memplan/problem.hpp"
 #include "memplan/planners/verdict.hpp"
 #include "memplan/sim/simulator.hpp"

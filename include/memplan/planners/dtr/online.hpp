@@ -37,6 +37,7 @@
 #include "memplan/cost/device.hpp"
 #include "memplan/error.hpp"
 #include "memplan/plan.hpp"
+#include "memplan/plan_builder.hpp"
 #include "memplan/problem.hpp"
 #include "memplan/planners/dtr/online_state.hpp"
 

@@ -67,6 +67,7 @@
 #include <utility>
 #include <vector>
 
+#include "memplan/plan_builder.hpp"
 #include "memplan/error.hpp"
 #include "memplan/planners/planner.hpp"
 #include "memplan/sim/simulator.hpp"

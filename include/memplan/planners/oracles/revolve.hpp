@@ -44,6 +44,7 @@
 #include <string_view>
 #include <vector>
 
+#include "memplan/plan_builder.hpp"
 #include "memplan/error.hpp"
 #include "memplan/planners/planner.hpp"
 #include "memplan/sim/simulator.hpp"

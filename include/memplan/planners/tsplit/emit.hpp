@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "memplan/plan.hpp"
+#include "memplan/plan_builder.hpp"
 #include "memplan/planners/tsplit/algo2.hpp"
 #include "memplan/problem.hpp"
 
