@@ -1,8 +1,8 @@
 #pragma once
 /// \file
-/// Capuchin's guided execution (§4.4, §5.3): the policy's evictions become
-/// actions, iterations are simulated, and in-triggers are adjusted from
-/// the feedback until they are stable.
+/// Capuchin (Peng et al., ASPLOS 2020) §4.4 and §5.3: guided execution.
+/// The policy's evictions become actions, iterations are simulated, and
+/// in-triggers are adjusted from the feedback until they are stable.
 ///
 /// - Decoupled swap-out (§5.3): a swap-out runs on the d2h stream beside
 ///   the computation; the compute stream waits for one only when an
@@ -193,7 +193,8 @@ class guided_emitter {
       }
     }
     for (const index_t i : prefetch_after_[s]) {
-      out_.swap_in[static_cast<std::size_t>(i)] = em_.prefetch(pol_->evictions[static_cast<std::size_t>(i)].pair.tensor);
+      const index_t t = pol_->evictions[static_cast<std::size_t>(i)].pair.tensor;
+      out_.swap_in[static_cast<std::size_t>(i)] = em_.prefetch(t);
     }
   }
 

@@ -1,9 +1,10 @@
 #pragma once
 /// \file
-/// `milp`: the minimum-time recompute-only plan under a budget, as
-/// Checkmate's integer program (Jain et al., "Checkmate: Breaking the Memory
-/// Wall with Optimal Tensor Rematerialization", MLSys 2020, §4), solved with
-/// CBC. Built only with MEMPLAN_ENABLE_MILP (it links COIN-OR CBC).
+/// `milp`: Checkmate (Jain et al., "Checkmate: Breaking the Memory Wall with
+/// Optimal Tensor Rematerialization", MLSys 2020) §4, Eq. 1-3: the
+/// minimum-time recompute-only plan under a budget as an integer program,
+/// solved with CBC. Built only with MEMPLAN_ENABLE_MILP (it links COIN-OR
+/// CBC).
 ///
 /// Stages t = 0..n-1 follow the schedule: stage t runs op t for the first
 /// time, after recomputing in schedule order whatever earlier ops it picks
@@ -281,9 +282,8 @@ void for_each_touched(const problem& p, std::size_t k, F&& f) {
   for (const index_t v : p.outputs(s)) f(static_cast<std::size_t>(v));
   const auto in = p.inputs(s);
   for (std::size_t i = 0; i < in.size(); ++i) {
-    if (std::find(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(i), in[i]) == in.begin() + static_cast<std::ptrdiff_t>(i)) {
-      f(static_cast<std::size_t>(in[i]));
-    }
+    const auto before = in.begin() + static_cast<std::ptrdiff_t>(i);
+    if (std::find(in.begin(), before, in[i]) == before) f(static_cast<std::size_t>(in[i]));
   }
 }
 
