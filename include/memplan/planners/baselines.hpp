@@ -1,8 +1,9 @@
 #pragma once
 /// \file
-/// The classic baselines, the one header to include for them: vDNN
-/// (`vdnn-conv`, `vdnn-all`), Chen et al.'s sqrt(n) `checkpoint` and
-/// `superneurons`; their shared emitter is baselines/common.hpp.
+/// `vdnn-conv`, `vdnn-all`, `checkpoint` and `superneurons`, the classic
+/// baselines: vDNN (Rhu et al., MICRO 2016), sqrt(n) checkpointing (Chen
+/// et al., 2016) and SuperNeurons (Wang et al., PPoPP 2018); their shared
+/// emitter is baselines/common.hpp.
 
 #include "memplan/planners/baselines/checkpoint.hpp"
 #include "memplan/planners/baselines/superneurons.hpp"

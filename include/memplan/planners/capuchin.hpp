@@ -2,15 +2,15 @@
 /// \file
 /// `capuchin`: Capuchin (Peng et al., "Capuchin: Tensor-based GPU Memory
 /// Management for Deep Learning", ASPLOS 2020), a planner that learns from
-/// observed tensor accesses:
-/// 1. measured execution (capuchin/measured.hpp): the first iteration in
-///    passive mode records the tensor access list;
-/// 2. the policy maker (capuchin/policy.hpp): candidates, swaps ranked by
+/// observed tensor accesses, in three stages:
+/// 1. measured execution (§4.2, §5.2; capuchin/measured.hpp): the first
+///    iteration in passive mode records the tensor access list;
+/// 2. the policy maker (§4.3-4.5; capuchin/policy.hpp): swaps ranked by
 ///    FT (Eq. 1) with in-triggers, MSPS recomputation (Eq. 2, Algo 2) and
 ///    the hybrid choice (Algo 1);
-/// 3. guided execution (capuchin/guided.hpp): decoupled swap-out,
-///    collective recomputation, and feedback-driven in-trigger adjustment
-///    over simulated iterations until the plan is stable.
+/// 3. guided execution (§4.4, §5.3; capuchin/guided.hpp): decoupled
+///    swap-out, collective recomputation, and feedback-driven in-trigger
+///    adjustment over simulated iterations until the plan is stable.
 /// The schedule is the order the ops ran in (a recorded order from a
 /// `memplan-graph` file, or the zoo's).
 
@@ -111,9 +111,7 @@ struct outcome {
   }
   // The recomputations' sources past their last access gone, as in a
   // framework (§4.4), and kept until the recomputations have read them:
-  // neither is better everywhere (DTR logs, measured 2026-11-25: kept, U-Net
-  // at 70 % 1.021 -> 1.011, but the Transformer at 30 % 1.075 -> 1.083 and
-  // DenseNet at 30-70 % does not fit), so the better plan is kept — the one
+  // neither is better everywhere, so the better plan is kept — the one
   // that fits, the faster of two that do, the lower peak of two that do not.
   outcome gone = replan(p, dev, budget, m, false);
   outcome kept = replan(p, dev, budget, m, true);

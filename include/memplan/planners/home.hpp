@@ -1,22 +1,18 @@
 #pragma once
 /// \file
-/// `home`: HOME's holistic placement search (He et al., "HOME: A Holistic
-/// GPU Memory Management Framework for Deep Learning", §3.3-3.5): a particle
-/// swarm over {retain, swap, recompute} for every feature map (Algo 1), each
-/// particle judged by the Policy Evaluator — here the simulator — and
+/// `home`: HOME (He et al., "HOME: A Holistic GPU Memory Management
+/// Framework for Deep Learning"), §3.3-3.5: a particle swarm over {retain,
+/// swap, recompute} for every feature map (Algo 1), each particle judged by
+/// the Policy Evaluator — here the simulator (home/evaluator.hpp) — and
 /// updated by Algo 3. Same seed, same plan, on any number of threads.
 ///
 /// Options (`planner_options::extra`, `--NAME VALUE` on the CLI):
-/// `iterations` and `particles` (HOME §3.3: 500 and 500), `seed-with`
-/// (planners whose plans join the swarm as particles, e.g.
-/// `capuchin,tsplit-nosplit`). `time_limit_s` returns the best plan found
-/// so far; `threads` 0 uses every core.
-///
-/// Seeding makes `home` at least as good as its seeds by construction (the
-/// issue's premise): a placement cannot express every plan (Capuchin's
-/// in-triggers and per-access recomputation, TSPLIT's gaps), so the seeds'
-/// own plans are candidates too, and a seed plan the swarm did not beat is
-/// returned as it is, saying so in `reason`.
+/// `iterations` and `particles` (§3.3: 500 and 500), `seed-with` (planners
+/// whose plans join the swarm as particles, e.g. `capuchin,tsplit-nosplit`).
+/// A placement cannot express every plan (Capuchin's in-triggers and
+/// per-access recomputation, TSPLIT's gaps), so the seeds' own plans are
+/// candidates too: a seed plan the swarm did not beat is returned as it
+/// is, saying so in `reason`, and `home` is at least as good as its seeds.
 
 #include <algorithm>
 #include <array>

@@ -1,9 +1,10 @@
 #pragma once
 /// \file
-/// The exact oracles, the one header to include for them: `revolve`
-/// (Griewank and Walther's binomial checkpointing of a chain) and, where
-/// memplan is built with CBC (MEMPLAN_ENABLE_MILP), `milp` (a Checkmate-style
-/// mixed-integer program solved to optimality on small graphs).
+/// `revolve` and `milp`, the exact oracles: binomial checkpointing of a
+/// chain (Griewank 1992; Griewank and Walther, ACM TOMS 2000) and, where
+/// memplan is built with CBC (MEMPLAN_ENABLE_MILP), Checkmate's integer
+/// program (Jain et al., MLSys 2020, §4), solved to optimality on small
+/// graphs.
 
 #ifdef MEMPLAN_ENABLE_MILP
 #include "memplan/planners/oracles/milp.hpp"

@@ -1,32 +1,17 @@
 #pragma once
 /// \file
-/// `tsplit` and `tsplit-nosplit`: TSPLIT (Nie et al., "TSPLIT: Fine-grained GPU Memory
-/// Management for Efficient DNN Training via Tensor Splitting", ICDE 2022)
-/// with and without its split option (the latter is the paper's "TSPLIT
-/// w/o Split", Fig. 13).
+/// `tsplit` and `tsplit-nosplit`: TSPLIT (Nie et al., "TSPLIT: Fine-grained
+/// GPU Memory Management for Efficient DNN Training via Tensor Splitting",
+/// ICDE 2022), §IV-C Algo 2 over swap, recompute and split (Eq. 2-6), or
+/// without split (Eq. 2-4, the paper's "TSPLIT w/o Split", Fig. 13);
+/// the walk is tsplit/algo2.hpp, its action list (§V-A, §V-D) tsplit/emit.hpp.
 ///
-/// Algo 2 walks the DFS schedule (Algo 1); at every memory bottleneck it
-/// evicts the live tensor whose swap (Eq. 2-3, with the PCIe occupancy
-/// Oc_u of the current plan) or recompute (Eq. 4) option has the smallest
-/// ΔT/ΔM, until the bottleneck is gone (tsplit/algo2.hpp). The
-/// decisions become an action list with swaps on the copy streams and
-/// memory-centric recomputation and its LRU improvement (§V-D,
-/// tsplit/emit.hpp; the room it keeps intermediates in is measured
-/// by simulating the memory-centric plan, room_left), with swap-ins issued
-/// at their prefetch steps and in the order they are due; the fastest of
-/// these plans that fits is kept.
-///
-/// The simulator is the judge. Algo 2's memory model counts tensors at step
-/// granularity; where the simulated plan still overflows (a swap-out that
-/// ends late, a recomputation chain's transient tensors), the walk is
-/// repeated against a budget lowered by the overflow, a few times — a
-/// feedback step the paper's one-shot planner does not have — and so it is
-/// where a plan fits but a faster variant of it does not
-/// (plan_with_feedback). Where the
-/// plan's swaps stall the compute stream, Algo 2 runs again assuming
-/// slower links, and the fastest plan that fits is kept (plan_on_links).
-/// All of it runs with and without guarded checkpoints
-/// (`walk_options::guard_checkpoints`), the better plan kept (plan_tsplit).
+/// The simulator judges every plan, and where it disagrees with Algo 2's
+/// step-granular memory count, Algo 2 runs again (not in the paper, whose
+/// planner is one-shot): against a target lowered where the plan
+/// overflows (plan_with_feedback), on slower links where its swaps stall
+/// the compute stream (plan_on_links), with and without guarded
+/// checkpoints and split (plan_tsplit). The fastest plan that fits is kept.
 
 #include <algorithm>
 #include <cstdint>
@@ -70,7 +55,7 @@ struct emitted {
   std::size_t issued_early = 0;
 };
 
-/// The action list of Algo 2's decisions (tsplit_emit.hpp), in two passes:
+/// The action list of Algo 2's decisions (tsplit/emit.hpp), in two passes:
 /// the first finds the tensors that recomputations read after their last
 /// use, the second frees those early.
 inline emitted emit(const problem& p, const algo2& walk, std::string_view name, bytes_t budget,
@@ -120,14 +105,9 @@ struct held {
 
 /// The room §V-D's LRU improvement may keep recomputed intermediates in:
 /// per step, what `budget` leaves free at most (in_use) in `pl`, the
-/// memory-centric plan. Empty when the plan is invalid.
-///
-/// Algo 2's own memory model (M_i, counted at step granularity) gave the
-/// room before: on resnet101 at batch 1,460 on titan-rtx the plans that
-/// kept intermediates in it needed 25.4-34.2 GiB of 24, and the room had
-/// to shrink by 2-11 GiB before one fit. With the simulated room they fit
-/// at the first try or the second, and `tsplit-nosplit`'s plan is 52.0 %
-/// over the baseline instead of 66.8 %.
+/// memory-centric plan. Empty when the plan is invalid. Simulated because
+/// Algo 2's own count (M_i, per step) misses the copies in flight, and a
+/// room taken from it can hold more than the device has.
 [[nodiscard]] inline std::vector<bytes_t> room_left(const problem& p, const plan& pl, const device_spec& dev,
                                                     bytes_t budget, simulator& sim) {
   std::vector<bytes_t> room = in_use(p, pl, dev, sim).most;
@@ -155,27 +135,16 @@ inline void lower_at_overflow(std::vector<bytes_t>& limit, const std::vector<byt
 }
 
 /// Tries of §V-D's LRU improvement in the simulated room (room_left):
-/// keeping intermediates makes the plan faster than the one the room was
-/// measured on, so its swaps arrive at other times; where the plan
+/// keeping intermediates makes the plan faster than the memory-centric one
+/// the room comes from, so its swaps arrive at other times; where the plan
 /// overflows, the room shrinks there (lower_at_overflow) and the
 /// intermediates are kept again, `lru_tries` times, and if that does not
 /// fit, `lru_tries` - 1 times more with the room shrunk everywhere by the
-/// overflow. The room Algo 2's model leaves is tried first, once, and
-/// the simulated one only where that plan keeps intermediates and does
-/// not fit (on gpt2 with 96k ops, trying it also where Algo 2's room
-/// keeps nothing cost 15-30 % more planning time): neither is better
-/// everywhere (Algo 2's gives the DTR InceptionV4 log at 30 % 1.161, the
-/// simulated one alone 1.217; resnet101 above is the other way), and
-/// where Algo 2's fits, the LRU improvement costs one emission and one
-/// simulation, as before the simulated room.
-///
-/// The room shrank only everywhere before: on resnet101 at batch 1,690 on
-/// titan-rtx (`tsplit`, guarded split walk) the plan that kept
-/// intermediates needed 28.1 GiB, the room shrank by 4.1 GiB everywhere
-/// and the plan that fit was 68.6 % over the baseline; shrunk where it
-/// overflows, 54.7 %. Shrunk only there, inception_v4 at batch 1,552 (split
-/// walk) fit no plan that keeps intermediates in three tries (28.3 → 24.8
-/// GiB) and was 219.9 % over; shrunk everywhere after, 127.7 %.
+/// overflow (each way fits plans the other does not). The room Algo 2's
+/// model leaves is tried first, once, and the simulated one only where
+/// that plan keeps intermediates and does not fit: neither room is better
+/// everywhere, and where Algo 2's fits, the LRU improvement costs one
+/// emission and one simulation.
 inline constexpr int lru_tries = 3;
 
 /// Algo 2 against `target` (per step) on `assumed` links, its plans
@@ -200,11 +169,9 @@ inline attempt plan_once(const problem& p, const device_spec& dev, const device_
   }
   // The LRU improvement in `room`; where the plan overflows, the room
   // shrinks where it does (lower_at_overflow) for `local` tries, then, from
-  // the first try's overflow, everywhere for `everywhere` more (each way
-  // fits where the other does not: resnet101 at batch 1,690 and
-  // inception_v4 at 1,552 on titan-rtx, docs/results.md). A plan that fits
-  // joins `a`. Returns whether the last try kept intermediates and
-  // overflowed.
+  // the first try's overflow, everywhere for `everywhere` more (lru_tries).
+  // A plan that fits joins `a`. Returns whether the last try kept
+  // intermediates and overflowed.
   const auto keep_in = [&](const std::vector<bytes_t>& room, bool due_first, int local, int everywhere) {
     std::vector<bytes_t> shrunk = room;
     bytes_t first_peak = 0;
@@ -256,104 +223,157 @@ struct judged {
   double stall_us = 0;
 };
 
-/// Algo 2 with the simulator's feedback (see the file comment); Algo 2
-/// costs swaps on `assumed`, the simulator runs the plan on `dev`.
+/// Algo 2 with the simulator's feedback, round after round (at most
+/// `max_rounds`); Algo 2 costs swaps on `assumed`, the simulator runs the
+/// plans on `dev`. Holds the fastest plan that fits so far, and, while
+/// none does, the plan of the smallest peak.
 ///
-/// Where a round's plans do not fit, the next walks against a target
-/// lowered first only at the steps where the memory-centric plan holds
-/// more than the budget (in_use), by as much (lower_at_overflow):
-/// Algo 2's count misses what is in flight there, and lowering it
-/// everywhere adds evictions elsewhere. If that finds no plan that fits,
-/// the target is lowered everywhere by the overflow, round after round,
-/// as before. Measured on resnet101 on titan-rtx, every 20th batch from
-/// 1,500 to 2,000 (docs/results.md, Fig. 14a): lowered everywhere only,
-/// `tsplit` fit 22 of 26 batches with 77.0 % mean overhead; locally first,
-/// 23 with 69.2 %; vgg16 at batch 668 went from 10.5 to 2.4 %.
+/// Local rounds: where a round's plans do not fit, the next walks against
+/// a target lowered only at the steps where the memory-centric plan holds
+/// more than the budget (in_use), by as much (lower_at_overflow): Algo 2's
+/// count misses what is in flight there, and lowering it everywhere adds
+/// evictions elsewhere. Where a round's fastest plan fits but a variant of
+/// the same decisions does not (swap-ins issued due first, whose LRU tries
+/// overflow too), the local rounds go on with the target lowered where
+/// that variant overflows: under a lower target such a variant fits, and
+/// it is often faster.
 ///
-/// Where a round's fastest plan fits but a variant of the same decisions
-/// does not (swap-ins issued due first, whose LRU tries overflow too), the
-/// local rounds go on, the target lowered where that variant overflows,
-/// and the fastest plan that fits in any round is kept: under a lower
-/// target such a variant fits, and it is often faster. On resnet101 at
-/// batch 1,690 (guarded split walk) 54.7 → 43.8 % over the baseline;
-/// every 6th batch from 1,500 to 2,006, `tsplit` is faster at 23 of the 80
-/// batches that fit and slower at none. resnet152 at batch 256 and gpt2
-/// (bench_tsplit) fit with every variant at the first round.
-inline judged plan_with_feedback(const problem& p, const device_spec& dev, const device_spec& assumed, bytes_t budget,
-                                 std::string_view name, walk_options options) {
-  constexpr int rounds = 6;
-  simulator sim;
-  plan best;
-  bytes_t best_peak = simulator::unlimited;
-  std::string why;
-  bytes_t first_overflow = 0;  // of the first round, which both ways of lowering start from
-  std::optional<judged> fit;  // the fastest plan that fits so far
-  // Lowers `target` where the last of a's variants that does not fit (but
-  // runs without a budget) overflows; false if there is none, or the
-  // target reaches 0.
-  const auto lower_for_variant = [&](const attempt& a, std::vector<bytes_t>& target) {
+/// Global rounds, if the local ones find no plan that fits: the target is
+/// lowered everywhere by the overflow, starting from the first round's.
+class feedback_rounds {
+ public:
+  feedback_rounds(const problem& p, const device_spec& dev, const device_spec& assumed, bytes_t budget,
+                  std::string_view name, walk_options options)
+      : p_(&p), dev_(&dev), assumed_(&assumed), budget_(budget), name_(name), options_(options) {}
+
+  /// The fastest plan that fits, else the plan of the smallest peak,
+  /// infeasible, saying why.
+  [[nodiscard]] judged run() {
+    const std::size_t n = p_->num_steps();
+    if (!rounds(std::vector<bytes_t>(n, budget_), true) && first_overflow_ != 0) {
+      rounds(std::vector<bytes_t>(n, budget_ - first_overflow_), false);
+    }
+    return fit_ ? std::move(*fit_) : gave_up();
+  }
+
+ private:
+  static constexpr int max_rounds = 6;
+  /// What a round leaves the next to do.
+  enum class next : std::uint8_t { again, stop, done };
+
+  /// Local (`local`) or global rounds from `target`; the global ones count
+  /// on from round 1. \returns whether the search is over.
+  bool rounds(std::vector<bytes_t> target, bool local) {
+    for (int round = local ? 0 : 1; round < max_rounds; ++round) {
+      const next n = one_round(target, local, round == 0);
+      if (n != next::again) return n == next::done;
+    }
+    return false;
+  }
+
+  /// Algo 2 against `target`; lowers it for the next round.
+  next one_round(std::vector<bytes_t>& target, bool local, bool first) {
+    attempt a = plan_once(*p_, *dev_, *assumed_, name_, budget_, target, options_, sim_);
+    if (keep_fastest(a)) return local && lower_for_variant(a, target) ? next::again : next::done;
+    if (fit_) return next::done;
+    return lower_for_overflow(a, target, local, first);
+  }
+
+  /// Keeps a's fastest plan that fits where it is faster than the fit so
+  /// far, and the most any plan that fits stalls (judged::stall_us).
+  /// \returns whether one of a's plans fits.
+  bool keep_fastest(attempt& a) {
+    std::size_t fastest = a.plans.size();
+    double stall = 0;
+    for (std::size_t k = 0; k < a.plans.size(); ++k) {
+      if (!a.verdicts[k].feasible) continue;
+      stall = std::max(stall, a.verdicts[k].stall_us);
+      if (fastest == a.plans.size() || a.verdicts[k].time_us < a.verdicts[fastest].time_us) fastest = k;
+    }
+    if (fastest == a.plans.size()) return false;
+    a.plans[fastest].best_peak = a.verdicts[fastest].peak_bytes;
+    const double most_stall = std::max(stall, fit_ ? fit_->stall_us : 0.0);
+    if (!fit_ || a.verdicts[fastest].time_us < fit_->verdict.time_us) {
+      fit_ = judged{std::move(a.plans[fastest]), std::move(a.verdicts[fastest]), most_stall};
+    } else {
+      fit_->stall_us = most_stall;
+    }
+    return true;
+  }
+
+  /// Lowers `target` where the last of a's variants that does not fit (but
+  /// runs without a budget) overflows. \returns false if there is none, or
+  /// the target reaches 0.
+  bool lower_for_variant(const attempt& a, std::vector<bytes_t>& target) {
     for (std::size_t k = a.plans.size(); k-- > 0;) {
       if (a.verdicts[k].feasible) continue;
-      const held h = in_use(p, a.plans[k], dev, sim);
+      const held h = in_use(*p_, a.plans[k], *dev_, sim_);
       if (h.most.empty()) continue;
-      lower_at_overflow(target, h.most, budget, h.peak);
+      lower_at_overflow(target, h.most, budget_, h.peak);
       return std::ranges::none_of(target, [](bytes_t t) { return t <= 0; });
     }
     return false;
-  };
-  for (const bool local : {true, false}) {
-    if (!local && first_overflow == 0) break;  // the first round could not be lowered
-    std::vector<bytes_t> target(p.num_steps(), budget - (local ? 0 : first_overflow));
-    for (int round = local ? 0 : 1; round < rounds; ++round) {
-      attempt a = plan_once(p, dev, assumed, name, budget, target, options, sim);
-      std::size_t fastest = a.plans.size();  // the fastest that fits
-      double stall = 0;
-      for (std::size_t k = 0; k < a.plans.size(); ++k) {
-        if (!a.verdicts[k].feasible) continue;
-        stall = std::max(stall, a.verdicts[k].stall_us);
-        if (fastest == a.plans.size() || a.verdicts[k].time_us < a.verdicts[fastest].time_us) fastest = k;
-      }
-      if (fastest != a.plans.size()) {
-        a.plans[fastest].best_peak = a.verdicts[fastest].peak_bytes;
-        const double most_stall = std::max(stall, fit ? fit->stall_us : 0.0);
-        if (!fit || a.verdicts[fastest].time_us < fit->verdict.time_us) {
-          fit = judged{std::move(a.plans[fastest]), std::move(a.verdicts[fastest]), most_stall};
-        } else {
-          fit->stall_us = most_stall;
-        }
-        if (!local || !lower_for_variant(a, target)) return std::move(*fit);
-        continue;
-      }
-      if (fit) return std::move(*fit);
-      const unbounded_need& need = a.need;
-      const bool lower = a.stuck == no_index && need.feasible;  // else a lower target cannot help
-      const std::vector<bytes_t> most =
-          local && lower ? in_use(p, a.plans.front(), dev, sim).most : std::vector<bytes_t>{};
-      if (need.feasible && need.peak_bytes < best_peak) {
-        best_peak = need.peak_bytes;
-        best = std::move(a.plans.front());
-        why = a.stuck != no_index
-                  ? concat("no option is left at op '", p.op_name[static_cast<std::size_t>(a.stuck)],
-                           "' (step ", a.stuck, "), where ", format_bytes(a.stuck_memory), " stay on the device")
-                  : a.verdicts.front().failure;
-      }
-      if (!lower) break;
-      if (round == 0) first_overflow = std::max(need.peak_bytes - budget, budget / 64 + 1);
-      lower_at_overflow(target, most, budget, need.peak_bytes);  // everywhere in the global rounds (`most` empty)
-      if (std::ranges::any_of(target, [](bytes_t t) { return t <= 0; })) break;
+  }
+
+  /// No plan fits yet: keeps a's memory-centric plan if its peak is the
+  /// smallest so far, and lowers `target` by its overflow, where it
+  /// overflows (`local`) or everywhere. Stops where a lower target cannot
+  /// help (a step no option resolves, or a plan that cannot run) or the
+  /// target reaches 0.
+  next lower_for_overflow(attempt& a, std::vector<bytes_t>& target, bool local, bool first) {
+    const unbounded_need& need = a.need;
+    const bool lower = a.stuck == no_index && need.feasible;
+    const std::vector<bytes_t> most =
+        local && lower ? in_use(*p_, a.plans.front(), *dev_, sim_).most : std::vector<bytes_t>{};
+    if (need.feasible && need.peak_bytes < best_peak_) keep_smallest(a);
+    if (!lower) return next::stop;
+    if (first) first_overflow_ = std::max(need.peak_bytes - budget_, budget_ / 64 + 1);
+    lower_at_overflow(target, most, budget_, need.peak_bytes);  // everywhere where `most` is empty
+    return std::ranges::any_of(target, [](bytes_t t) { return t <= 0; }) ? next::stop : next::again;
+  }
+
+  /// a's memory-centric plan becomes the smallest peak so far.
+  void keep_smallest(attempt& a) {
+    best_peak_ = a.need.peak_bytes;
+    best_ = std::move(a.plans.front());
+    why_ = a.stuck != no_index
+               ? concat("no option is left at op '", p_->op_name[static_cast<std::size_t>(a.stuck)], "' (step ",
+                        a.stuck, "), where ", format_bytes(a.stuck_memory), " stay on the device")
+               : a.verdicts.front().failure;
+  }
+
+  /// The plan of the smallest peak (or the first round's), infeasible.
+  judged gave_up() {
+    if (best_.actions.empty()) {
+      const std::vector<bytes_t> target(p_->num_steps(), budget_);
+      best_ = std::move(plan_once(*p_, *dev_, *assumed_, name_, budget_, target, options_, sim_).plans.front());
     }
+    best_.feasible = false;
+    best_.best_peak = best_peak_;
+    best_.reason = concat(name_, ": ", why_, "; the smallest peak reached is ", best_peak_, " bytes (",
+                          format_bytes(best_peak_), "), the budget ", budget_, " bytes (", format_bytes(budget_), ")");
+    return {std::move(best_), report{}};
   }
-  if (fit) return std::move(*fit);
-  if (best.actions.empty()) {
-    best = std::move(
-        plan_once(p, dev, assumed, name, budget, std::vector<bytes_t>(p.num_steps(), budget), options, sim)
-            .plans.front());
-  }
-  best.feasible = false;
-  best.best_peak = best_peak;
-  best.reason = concat(name, ": ", why, "; the smallest peak reached is ", best_peak, " bytes (",
-                       format_bytes(best_peak), "), the budget ", budget, " bytes (", format_bytes(budget), ")");
-  return {std::move(best), report{}};
+
+  const problem* p_;
+  const device_spec* dev_;
+  const device_spec* assumed_;
+  bytes_t budget_;
+  std::string_view name_;
+  walk_options options_;
+  simulator sim_;
+  std::optional<judged> fit_;                    ///< the fastest plan that fits so far
+  plan best_;                                    ///< while none fits: the plan of the smallest peak
+  bytes_t best_peak_ = simulator::unlimited;
+  std::string why_;                              ///< why best_ does not fit
+  bytes_t first_overflow_ = 0;                   ///< of the first round, where the global rounds start
+};
+
+/// Algo 2 with the simulator's feedback (feedback_rounds); Algo 2 costs
+/// swaps on `assumed`, the simulator runs the plan on `dev`.
+inline judged plan_with_feedback(const problem& p, const device_spec& dev, const device_spec& assumed, bytes_t budget,
+                                 std::string_view name, walk_options options) {
+  return feedback_rounds(p, dev, assumed, budget, name, options).run();
 }
 
 /// The better of two plans (better_plan); `a` on a tie.
@@ -366,8 +386,7 @@ inline judged better(judged a, judged b) {
 /// either, with the state offloaded between iterations: Algo 2's memory
 /// model is conservative (a step it cannot resolve may still fit in the
 /// simulator), and swapping the state there only to satisfy the model
-/// costs time (the DTR Transformer log at 90 %: 6.6 % overhead instead of
-/// 0.3 %). `options.swap_state` and `options.offload_state` are ignored.
+/// costs time. `options.swap_state` and `options.offload_state` are ignored.
 inline judged plan_state(const problem& p, const device_spec& dev, const device_spec& assumed, bytes_t budget,
                          std::string_view name, walk_options options) {
   options.swap_state = false;
@@ -391,21 +410,20 @@ inline constexpr double link_shares[] = {1.0, 0.5, 0.25, 0.125};
   return assumed;
 }
 /// Stalls below this share of the iteration are not worth another run of
-/// Algo 2 (on gpt2 with 96k ops at 80 %: 23 ms of 11.9 s; Algo 2 at the
-/// lower shares took 4 s there instead of 0.2 s, its swap bounds pruning less).
+/// Algo 2 (at the lower shares its swap bounds prune less, and a walk on a
+/// large graph takes many times longer).
 inline constexpr double stall_worth_replanning = 0.01;
 
 /// Algo 2 on the device as profiled, and, while the best plan so far
 /// (or a variant of its decisions, judged::stall_us) stalls the compute
-/// stream for more than 1 % of the iteration, again
-/// with Eq. 2-3 costing swaps on links of a half, a quarter and an eighth
-/// of the bandwidth; the fastest plan that fits is kept. Eq. 3 charges a swap only the transfer time its window's
-/// idle link cannot hide, but a swap-out frees its memory only when the
-/// copy ends, and allocations wait for it: on the DTR logs the plans
-/// stalled 50-130 ms (InceptionV4 at 30 %: 122 ms, 19 % of the iteration)
-/// where Eq. 3 saw the swaps as nearly free. Assuming slower links moves
-/// Algo 2 towards recomputation until the stalls are gone (the DELTA
-/// paper's link efficiency, §4.1, plays the same part).
+/// stream for more than 1 % of the iteration, again with Eq. 2-3 costing
+/// swaps on links of a half, a quarter and an eighth of the bandwidth; the
+/// fastest plan that fits is kept. Eq. 3 charges a swap only the transfer
+/// time its window's idle link cannot hide, but a swap-out frees its
+/// memory only when the copy ends, and allocations wait for it, so plans
+/// whose swaps Eq. 3 sees as nearly free can stall. Assuming slower links
+/// moves Algo 2 towards recomputation until the stalls are gone (DELTA's
+/// link efficiency, §4.1, plays the same part).
 inline judged plan_on_links(const problem& p, const device_spec& dev, bytes_t budget, std::string_view name,
                             walk_options options) {
   judged best = plan_state(p, dev, dev, budget, name, options);
@@ -423,15 +441,9 @@ inline judged plan_on_links(const problem& p, const device_spec& dev, bytes_t bu
 /// Algo 2 is greedy: a split taken early can leave a later bottleneck with
 /// fewer options, or cost more time than the evictions it spared; Algo 2
 /// line 15 compares the options per bottleneck, this also compares whole
-/// plans. Neither guard setting is
-/// better everywhere (measured with each alone, before swap-ins were issued
-/// due first: guarded, the DTR logs at 30 % went from 1.255 to 1.222 on
-/// ResNet-32 and from 1.307 to 1.171 on InceptionV4, and inception_v4 on
-/// titan-rtx fit batch 1,330 instead of 1,279; unguarded, resnet50 fit
-/// 1,783 instead of 1,633). The walks are independent and run on
-/// `threads` threads (planner_options::threads; 0: every core): on this
-/// machine's two cores, resnet152 at batch 256 plans in 33 ms instead of 52
-/// (bench_tsplit).
+/// plans; neither guard setting is better everywhere. The walks are
+/// independent and run on `threads` threads (planner_options::threads; 0:
+/// every core).
 inline judged plan_tsplit(const problem& p, const device_spec& dev, bytes_t budget, std::string_view name,
                           std::initializer_list<bool> splits, int threads) {
   std::vector<walk_options> walks;

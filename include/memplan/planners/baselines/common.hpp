@@ -1,7 +1,7 @@
 #pragma once
 /// \file
-/// What the fixed-strategy baselines (vDNN, checkpointing, SuperNeurons)
-/// share: which tensors are saved for the backward pass, an action emitter
+/// What the fixed-strategy baselines (vdnn.hpp, checkpoint.hpp,
+/// superneurons.hpp) share: which tensors are saved for the backward pass, an action emitter
 /// that tracks where each tensor lives and brings it back (swap-in or
 /// recompute) when an op needs it, and the final check against the budget.
 

@@ -1,9 +1,9 @@
 #pragma once
 /// \file
-/// `vdnn-conv` and `vdnn-all`: vDNN's layer-wise swapping (Rhu et al.,
-/// "vDNN: Virtualized Deep Neural Networks for Scalable, Memory-Efficient
-/// Neural Network Design", MICRO 2016), the baseline TSPLIT and Capuchin
-/// compare against.
+/// `vdnn-conv` and `vdnn-all`: vDNN (Rhu et al., "vDNN: Virtualized Deep
+/// Neural Networks for Scalable, Memory-Efficient Neural Network Design",
+/// MICRO 2016) §III-C, layer-wise offload and prefetch, the baseline TSPLIT
+/// and Capuchin compare against.
 ///
 /// Forward: once the last forward layer reading a feature map X has been
 /// issued, X is offloaded to the host (vDNN §III-C: offload the input

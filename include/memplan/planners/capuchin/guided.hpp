@@ -1,8 +1,8 @@
 #pragma once
 /// \file
-/// Capuchin's guided execution (§4.4, §5.3): the policy's evictions become
-/// actions, iterations are simulated, and in-triggers are adjusted from
-/// the feedback until they are stable.
+/// Capuchin (Peng et al., ASPLOS 2020) §4.4 and §5.3: guided execution.
+/// The policy's evictions become actions, iterations are simulated, and
+/// in-triggers are adjusted from the feedback until they are stable.
 ///
 /// - Decoupled swap-out (§5.3): a swap-out runs on the d2h stream beside
 ///   the computation; the compute stream waits for one only when an
@@ -48,143 +48,198 @@ struct emitted_plan {
   std::vector<index_t> on_demand;
 };
 
+/// The action list of one guided iteration (emit_guided), step by step:
+/// the lineage of missing inputs recomputed, the op, its dead tensors
+/// released, then the evictions after it and the swap-ins it triggers.
+class guided_emitter {
+ public:
+  guided_emitter(const problem& p, const policy& pol, std::span<const index_t> triggers, bytes_t budget,
+                 bool keep_sources)
+      : p_(&p), pol_(&pol), keep_sources_(keep_sources), evict_after_(p.num_steps()),
+        prefetch_after_(p.num_steps()), recompute_target_(p.num_tensors(), no_index), room_(pol.memory),
+        em_(p, "capuchin", budget), compute_action_(p.num_steps(), no_index),
+        made_in_chain_(p.num_tensors(), no_index), chain_uses_(p.num_tensors(), 0),
+        chain_seen_(p.num_steps(), no_index) {
+    for (std::size_t i = 0; i < pol.evictions.size(); ++i) {
+      const eviction& ev = pol.evictions[i];
+      evict_after_[static_cast<std::size_t>(ev.pair.evicted_access)].push_back(static_cast<index_t>(i));
+      if (ev.how == regeneration::swap) {
+        prefetch_after_[static_cast<std::size_t>(triggers[i])].push_back(static_cast<index_t>(i));
+      } else {
+        recompute_target_[static_cast<std::size_t>(ev.pair.tensor)] = static_cast<index_t>(i);
+        recomputes_ = true;
+      }
+    }
+    out_.swap_in.assign(pol.evictions.size(), no_index);
+  }
+
+  [[nodiscard]] emitted_plan run() && {
+    for (std::size_t s = 0; s < p_->num_steps(); ++s) {
+      const auto si = static_cast<index_t>(s);
+      recompute_missing_inputs(si);
+      em_.bring_inputs(si);  // swapped inputs not yet back come back on demand
+      compute_action_[s] = em_.compute(si);
+      release_past_last_access(si);
+      evict_and_prefetch(s);
+    }
+    for (const eviction& ev : pol_->evictions) {
+      if (ev.how == regeneration::swap && em_.needed_at()[static_cast<std::size_t>(ev.pair.tensor)] != no_index) {
+        out_.on_demand.push_back(ev.pair.tensor);
+      }
+    }
+    out_.result = std::move(em_).take();
+    find_back_ready();
+    return std::move(out_);
+  }
+
+ private:
+  /// §4.4 on demand, §5.3 collectively: the lineage of every input of step
+  /// s that is not on the device runs again in schedule order; each target
+  /// it makes on the way is kept while there is room until its own
+  /// back-access, and released as soon as the lineage is done with it
+  /// otherwise.
+  void recompute_missing_inputs(index_t s) {
+    const problem& p = *p_;
+    chain_.clear();
+    for (const index_t t : p.inputs(s)) collect_lineage(t, s);
+    std::ranges::sort(chain_);
+    for (const index_t op : chain_) {
+      for (const index_t x : p.inputs(op)) {
+        if (made_in_chain_[static_cast<std::size_t>(x)] == s) ++chain_uses_[static_cast<std::size_t>(x)];
+      }
+      for (const index_t y : p.outputs(op)) made_in_chain_[static_cast<std::size_t>(y)] = s;
+    }
+    for (const index_t x : p.inputs(s)) chain_uses_[static_cast<std::size_t>(x)] += 1 << 20;  // never released here
+    for (const index_t op : chain_) recompute(op, s);
+    for (const index_t x : p.inputs(s)) chain_uses_[static_cast<std::size_t>(x)] = 0;
+  }
+
+  /// Adds to chain_ the ops that must run again to make t, found through
+  /// inputs that are gone.
+  void collect_lineage(index_t t, index_t s) {
+    stack_.assign(1, t);
+    while (!stack_.empty()) {
+      const index_t x = stack_.back();
+      stack_.pop_back();
+      if (em_.where(x) != detail::baselines::residence::freed) continue;
+      const index_t op = p_->producer[static_cast<std::size_t>(x)];
+      if (chain_seen_[static_cast<std::size_t>(op)] == s) continue;
+      chain_seen_[static_cast<std::size_t>(op)] = s;
+      chain_.push_back(op);
+      for (const index_t in : p_->inputs(op)) stack_.push_back(in);
+    }
+  }
+
+  /// Runs `op` of step s's lineage again, then keeps or releases what the
+  /// lineage no longer reads.
+  void recompute(index_t op, index_t s) {
+    const problem& p = *p_;
+    const std::size_t before = em_.recomputed().size();
+    for (const index_t y : p.outputs(op)) {
+      if (em_.where(y) == detail::baselines::residence::freed) {
+        em_.bring(y);  // its inputs are back: one recompute
+        break;
+      }
+    }
+    const auto made = std::span(em_.recomputed()).subspan(before);
+    for (const index_t x : p.inputs(op)) {
+      if (made_in_chain_[static_cast<std::size_t>(x)] == s && --chain_uses_[static_cast<std::size_t>(x)] == 0) {
+        keep_or_release(x, s);
+      }
+    }
+    for (const index_t y : made) {
+      if (chain_uses_[static_cast<std::size_t>(y)] == 0) keep_or_release(y, s);
+    }
+  }
+
+  /// x, made by step s's lineage, is read by it no more: a recomputation
+  /// target stays until its own back-access where the inferred memory has
+  /// room for it (§5.3, collective recomputation); anything else goes.
+  void keep_or_release(index_t x, index_t s) {
+    const bytes_t bytes = p_->bytes[static_cast<std::size_t>(x)];
+    const index_t i = recompute_target_[static_cast<std::size_t>(x)];
+    const index_t back = i == no_index ? no_index : pol_->evictions[static_cast<std::size_t>(i)].pair.back_access;
+    if (back > s && room_.max_over(s, back - 1) + bytes <= room_.budget()) {
+      room_.add(s, back - 1, bytes);
+    } else {
+      em_.free(x);
+    }
+  }
+
+  /// A tensor past its last access is gone; a recomputation that starts
+  /// from it later must make it again (§4.4). Unless `keep_sources`.
+  void release_past_last_access(index_t s) {
+    const problem& p = *p_;
+    if (!recomputes_ || keep_sources_) return;
+    for (const auto list : {p.inputs(s), p.outputs(s)}) {
+      for (const index_t t : list) {
+        const index_t made = p.producer[static_cast<std::size_t>(t)];
+        if (p.live_end(t) == s && !p.persistent(t) && made != no_index &&
+            p.recomputable[static_cast<std::size_t>(made)] && em_.where(t) == detail::baselines::residence::device) {
+          em_.release_dead(t);
+        }
+      }
+    }
+  }
+
+  /// The policy's evictions after step s, and the swap-ins its end triggers.
+  void evict_and_prefetch(std::size_t s) {
+    for (const index_t i : evict_after_[s]) {
+      const eviction& ev = pol_->evictions[static_cast<std::size_t>(i)];
+      if (ev.how == regeneration::swap) {
+        em_.swap_out(ev.pair.tensor);
+      } else {
+        em_.free(ev.pair.tensor);
+      }
+    }
+    for (const index_t i : prefetch_after_[s]) {
+      const index_t t = pol_->evictions[static_cast<std::size_t>(i)].pair.tensor;
+      out_.swap_in[static_cast<std::size_t>(i)] = em_.prefetch(t);
+    }
+  }
+
+  /// The compute-stream action just before each back-access: when it ends,
+  /// the back-access could run if its tensor were there.
+  void find_back_ready() {
+    const std::vector<action>& actions = out_.result.actions;
+    std::vector<index_t> last_on_compute(actions.size(), no_index);
+    index_t last_compute_stream = no_index;
+    for (std::size_t a = 0; a < actions.size(); ++a) {
+      last_on_compute[a] = last_compute_stream;
+      if (stream_of(actions[a].kind) == stream_kind::compute) last_compute_stream = static_cast<index_t>(a);
+    }
+    out_.back_ready.assign(pol_->evictions.size(), no_index);
+    for (std::size_t i = 0; i < pol_->evictions.size(); ++i) {
+      const auto b = static_cast<std::size_t>(pol_->evictions[i].pair.back_access);
+      out_.back_ready[i] = last_on_compute[static_cast<std::size_t>(compute_action_[b])];
+    }
+  }
+
+  const problem* p_;
+  const policy* pol_;
+  bool keep_sources_;
+  std::vector<std::vector<index_t>> evict_after_;     ///< per step: evictions whose evicted-access it is
+  std::vector<std::vector<index_t>> prefetch_after_;  ///< per step: swap-ins it is the in-trigger of
+  std::vector<index_t> recompute_target_;             ///< per tensor: its recompute eviction, or no_index
+  bool recomputes_ = false;                           ///< some eviction is a recomputation
+  memory_estimate room_;                              ///< the inferred memory, with kept targets added
+  detail::baselines::emitter em_;
+  emitted_plan out_;
+  std::vector<index_t> compute_action_;  ///< per step: its compute action
+  std::vector<index_t> chain_;           ///< the ops that recompute the current step's missing inputs
+  std::vector<index_t> made_in_chain_;   ///< per tensor: the step whose chain made it
+  std::vector<index_t> chain_uses_;      ///< per tensor: its readers left in the chain
+  std::vector<index_t> chain_seen_;      ///< per step: the step whose chain holds it
+  std::vector<index_t> stack_;
+};
+
 /// Emits the actions of `pol` with the in-triggers `triggers` (one per
 /// eviction). `keep_sources`: a tensor past its last access stays on the
 /// device while a recomputation still reads it (the simulator frees it
 /// after that read), instead of being gone as in a framework (§4.4).
 [[nodiscard]] inline emitted_plan emit_guided(const problem& p, const policy& pol, std::span<const index_t> triggers,
                                              bytes_t budget, bool keep_sources = false) {
-  const std::size_t n = p.num_steps();
-  const std::size_t count = pol.evictions.size();
-  std::vector<std::vector<index_t>> evict_after(n);
-  std::vector<std::vector<index_t>> prefetch_after(n);
-  std::vector<index_t> recompute_target(p.num_tensors(), no_index);
-  bool recomputes = false;
-  for (std::size_t i = 0; i < count; ++i) {
-    const eviction& ev = pol.evictions[i];
-    evict_after[static_cast<std::size_t>(ev.pair.evicted_access)].push_back(static_cast<index_t>(i));
-    if (ev.how == regeneration::swap) {
-      prefetch_after[static_cast<std::size_t>(triggers[i])].push_back(static_cast<index_t>(i));
-    } else {
-      recompute_target[static_cast<std::size_t>(ev.pair.tensor)] = static_cast<index_t>(i);
-      recomputes = true;
-    }
-  }
-  memory_estimate room = pol.memory;
-  detail::baselines::emitter em(p, "capuchin", budget);
-  emitted_plan out;
-  out.swap_in.assign(count, no_index);
-  std::vector<index_t> compute_action(n, no_index);
-  std::vector<index_t> chain;  // the ops that recompute the current step's missing inputs
-  std::vector<index_t> made_in_chain(p.num_tensors(), no_index);  // per tensor: the step whose chain made it
-  std::vector<index_t> chain_uses(p.num_tensors(), 0);  // per tensor: its readers left in the chain
-  std::vector<index_t> chain_seen(n, no_index);
-  index_t current = no_index;
-  std::vector<index_t> stack;
-  // The ops that must run again to make t, found through inputs that are gone.
-  const auto collect_lineage = [&](index_t t) {
-    stack.assign(1, t);
-    while (!stack.empty()) {
-      const index_t x = stack.back();
-      stack.pop_back();
-      if (em.where(x) != detail::baselines::residence::freed) continue;
-      const index_t op = p.producer[static_cast<std::size_t>(x)];
-      if (chain_seen[static_cast<std::size_t>(op)] == current) continue;
-      chain_seen[static_cast<std::size_t>(op)] = current;
-      chain.push_back(op);
-      for (const index_t in : p.inputs(op)) stack.push_back(in);
-    }
-  };
-  for (std::size_t s = 0; s < n; ++s) {
-    const auto si = static_cast<index_t>(s);
-    current = si;
-    // §4.4 on demand, §5.3 collectively: the lineage of every input that is
-    // not on the device runs again in schedule order; each target it makes
-    // on the way is kept while there is room until its own back-access, and
-    // released as soon as the lineage is done with it otherwise.
-    chain.clear();
-    for (const index_t t : p.inputs(si)) collect_lineage(t);
-    std::ranges::sort(chain);
-    for (const index_t op : chain) {
-      for (const index_t x : p.inputs(op)) {
-        if (made_in_chain[static_cast<std::size_t>(x)] == si) ++chain_uses[static_cast<std::size_t>(x)];
-      }
-      for (const index_t y : p.outputs(op)) made_in_chain[static_cast<std::size_t>(y)] = si;
-    }
-    for (const index_t x : p.inputs(si)) chain_uses[static_cast<std::size_t>(x)] += 1 << 20;  // never released here
-    for (const index_t op : chain) {
-      const std::size_t before = em.recomputed().size();
-      for (const index_t y : p.outputs(op)) {
-        if (em.where(y) == detail::baselines::residence::freed) {
-          em.bring(y);  // its inputs are back: one recompute
-          break;
-        }
-      }
-      const auto made = std::span(em.recomputed()).subspan(before);
-      const auto done = [&](index_t x) {
-        const bytes_t bytes = p.bytes[static_cast<std::size_t>(x)];
-        const index_t i = recompute_target[static_cast<std::size_t>(x)];
-        const index_t back = i == no_index ? no_index : pol.evictions[static_cast<std::size_t>(i)].pair.back_access;
-        if (back > si && room.max_over(si, back - 1) + bytes <= room.budget()) {
-          room.add(si, back - 1, bytes);
-        } else {
-          em.free(x);
-        }
-      };
-      for (const index_t x : p.inputs(op)) {
-        if (made_in_chain[static_cast<std::size_t>(x)] == si && --chain_uses[static_cast<std::size_t>(x)] == 0) done(x);
-      }
-      for (const index_t y : made) {
-        if (chain_uses[static_cast<std::size_t>(y)] == 0) done(y);
-      }
-    }
-    for (const index_t x : p.inputs(si)) chain_uses[static_cast<std::size_t>(x)] = 0;
-    em.bring_inputs(si);  // swapped inputs not yet back come back on demand
-    compute_action[s] = em.compute(si);
-    // A tensor past its last access is gone; a recomputation that starts
-    // from it later must make it again (§4.4). Unless `keep_sources`.
-    for (const auto list : {p.inputs(si), p.outputs(si)}) {
-      for (const index_t t : list) {
-        const index_t made = p.producer[static_cast<std::size_t>(t)];
-        if (recomputes && !keep_sources && p.live_end(t) == si && !p.persistent(t) && made != no_index &&
-            p.recomputable[static_cast<std::size_t>(made)] && em.where(t) == detail::baselines::residence::device) {
-          em.release_dead(t);
-        }
-      }
-    }
-    for (const index_t i : evict_after[s]) {
-      const eviction& ev = pol.evictions[static_cast<std::size_t>(i)];
-      if (ev.how == regeneration::swap) {
-        em.swap_out(ev.pair.tensor);
-      } else {
-        em.free(ev.pair.tensor);
-      }
-    }
-    for (const index_t i : prefetch_after[s]) {
-      out.swap_in[static_cast<std::size_t>(i)] = em.prefetch(pol.evictions[static_cast<std::size_t>(i)].pair.tensor);
-    }
-  }
-  for (std::size_t i = 0; i < count; ++i) {
-    const eviction& ev = pol.evictions[i];
-    if (ev.how == regeneration::swap && em.needed_at()[static_cast<std::size_t>(ev.pair.tensor)] != no_index) {
-      out.on_demand.push_back(ev.pair.tensor);
-    }
-  }
-  out.result = std::move(em).take();
-  // The compute-stream action just before each back-access: when it ends,
-  // the back-access could run if its tensor were there.
-  std::vector<index_t> last_on_compute(out.result.actions.size(), no_index);
-  index_t last_compute_stream = no_index;
-  for (std::size_t a = 0; a < out.result.actions.size(); ++a) {
-    last_on_compute[a] = last_compute_stream;
-    if (stream_of(out.result.actions[a].kind) == stream_kind::compute) last_compute_stream = static_cast<index_t>(a);
-  }
-  out.back_ready.assign(count, no_index);
-  for (std::size_t i = 0; i < count; ++i) {
-    const auto b = static_cast<std::size_t>(pol.evictions[i].pair.back_access);
-    out.back_ready[i] = last_on_compute[static_cast<std::size_t>(compute_action[b])];
-  }
-  return out;
+  return guided_emitter(p, pol, triggers, budget, keep_sources).run();
 }
 
 /// The stable guided plan and how it was reached.

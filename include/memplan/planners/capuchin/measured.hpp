@@ -1,7 +1,7 @@
 #pragma once
 /// \file
-/// Capuchin's measured execution (Peng et al., ASPLOS 2020, §4.2 and §5.2):
-/// the first iteration runs in passive mode and the Tensor Access Tracker
+/// Capuchin (Peng et al., ASPLOS 2020) §4.2 and §5.2: measured execution,
+/// the first iteration run in passive mode while the Tensor Access Tracker
 /// records every tensor access.
 ///
 /// Passive mode: when an allocation does not fit, tensors are evicted from

@@ -1,9 +1,9 @@
 #pragma once
 /// \file
-/// The memory curve Capuchin's policy maker infers from the allocation and
-/// deallocation times seen in measured execution (§4.5: "we can keep track
-/// allocation and deallocation time of tensors to infer memory usage"),
-/// updated as tensors join the eviction set.
+/// Capuchin (Peng et al., ASPLOS 2020) §4.5: the memory curve the policy
+/// maker infers from the allocation and deallocation times seen in measured
+/// execution ("we can keep track allocation and deallocation time of
+/// tensors to infer memory usage"), updated as tensors join the eviction set.
 
 #include <algorithm>
 #include <cstddef>

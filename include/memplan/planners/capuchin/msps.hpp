@@ -1,8 +1,8 @@
 #pragma once
 /// \file
-/// Capuchin's recomputation policy: recomputation sources and time from
-/// the lineage (§4.4), Memory Saving Per Second (Eq. 2), and the iterative
-/// MSPS update as tensors are chosen (Algo 2).
+/// Capuchin (Peng et al., ASPLOS 2020) §4.4, Eq. 2 and Algo 2: the
+/// recomputation policy — sources and time from the lineage, Memory Saving
+/// Per Second, and the iterative MSPS update as tensors are chosen.
 
 #include <algorithm>
 #include <cstddef>
@@ -121,8 +121,7 @@ class msps_recomputation {
   /// in `choose`, a swapped one excludes the recomputations it would feed,
   /// policy.hpp), but not for one whose last access is earlier: it is gone
   /// at run time, and its lineage runs again on every back-access that
-  /// starts from it. Assuming it there made the Transformer DTR log at 30 %
-  /// estimate 30 ms of recomputation and run 101 ms of it (556 ops).
+  /// starts from it, so assuming it there underestimates the recomputation.
   void lineage(const measured_execution& m, const candidate& c, index_t i, std::vector<index_t>& seen) {
     const problem& p = *p_;
     tensors_.push_back(c.tensor);

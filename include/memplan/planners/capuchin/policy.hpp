@@ -1,6 +1,7 @@
 #pragma once
 /// \file
-/// Capuchin's hybrid policy (Algo 1, §4.5): swaps ranked by FT come first
+/// Capuchin (Peng et al., ASPLOS 2020) §4.5, Algo 1: the hybrid policy.
+/// Swaps ranked by FT come first
 /// while their in-trigger hides the prefetch; after that, each round
 /// compares the next swap with the recomputation of largest MSPS (Algo 2)
 /// and confirms the one of smaller overhead, until the memory the

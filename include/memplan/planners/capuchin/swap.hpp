@@ -1,8 +1,9 @@
 #pragma once
 /// \file
-/// Capuchin's eviction candidates and swap cost (§4.3-4.5): the pairs
-/// {evicted-access, back-access} of consecutive accesses, their free time
-/// FT (Eq. 1) and the in-trigger chosen backwards from the back-access.
+/// Capuchin (Peng et al., ASPLOS 2020) §4.3-4.5, Eq. 1: the eviction
+/// candidates, pairs {evicted-access, back-access} of consecutive accesses,
+/// their free time FT and the in-trigger chosen backwards from the
+/// back-access.
 ///
 /// Times come from the measured access list. A step k as in-trigger means
 /// "when the op of step k ends": that is the time of its output accesses

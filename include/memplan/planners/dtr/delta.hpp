@@ -1,7 +1,8 @@
 #pragma once
 /// \file
-/// `delta`: DELTA, Dynamic tEnsor offLoading and recompuTAtion (Tang et al.),
-/// online like DTR but releasing by eviction or offloading:
+/// `delta`: DELTA (Tang et al., "DELTA: Dynamically Optimizing GPU Memory
+/// beyond Tensor Recomputation"), Algo 1-4 with Eq. 1-6: online like DTR,
+/// but releasing by eviction or offloading:
 /// - Filter (Algo 2): the resident tensor with the smallest filtering
 ///   heuristic, Eq. 1 `base` 1/(m·s), Eq. 2 `lru` 1/s, Eq. 3 `greedy` 1/m,
 ///   or `cost` min(h_r, h_o) (the default; not in the paper, see below);
@@ -22,40 +23,28 @@
 /// offload_pinned is the state of a tensor a prefetch has just brought back
 /// and no op has read since: copying it out again is the churn §4.2 warns of.
 ///
-/// Where this departs from the paper, and why (measured on the DTR logs of
-/// ../shared/corpus at 0.3-0.9 of their peaks, docs/results.md):
+/// Where this departs from the paper, and why:
 /// - The paper's three filters are blind to c_r: Eq. 1 picks the largest,
 ///   stalest tensor "ignoring the swapping cost and the recomputation cost"
-///   (§4.1), and the Director can then only choose how to release it. On
-///   the CNN logs the tensors it evicted cost 11-38 times what DTR's choice
-///   would have (ResNet-32 at 0.3: 2.45x the op time against DTR's 1.18x).
-///   `cost` scores each candidate by what the Director will pay for it,
-///   min(h_r, h_o) = min(c_r, c_s)/(m·s): Eq. 1's m·s, with Eq. 4's two
-///   costs. Where every c_s is above c_r it chooses as DTR does; where a
-///   copy is cheaper it offloads. `--filter base|lru|greedy` keep the paper's.
+///   (§4.1), and the Director can then only choose how to release it, so a
+///   release can cost many times what DTR's choice would. `cost` scores
+///   each candidate by what the Director will pay for it, min(h_r, h_o) =
+///   min(c_r, c_s)/(m·s): Eq. 1's m·s, with Eq. 4's two costs. Where every
+///   c_s is above c_r it chooses as DTR does; where a copy is cheaper it
+///   offloads. `--filter base|lru|greedy` keep the paper's.
 /// - §5.5 recomputes every offloaded tensor that can be, because on the
 ///   paper's testbed c_r < c_s for the tensors it measured (Table V). But
 ///   the Director offloads exactly the tensors with c_r > c_s, so recomputing
 ///   them on demand pays the larger cost, recursively: a recomputed tensor's
-///   offloaded inputs are recomputed in turn, pinning chains of up to 6,825
-///   recomputes in one step (the Unrolled GAN at 0.5, TreeLSTM and
-///   InceptionV4 at 0.3 ran out of steps to recompute). `fetch` compares
-///   c_r now with the reload time and takes the cheaper.
+///   offloaded inputs are recomputed in turn, pinning long chains in one
+///   step. `fetch` compares c_r now with the reload time and takes the
+///   cheaper.
 /// - §4.1 uses "only 35 % of the bandwidth", measured on the paper's
 ///   testbed. The simulator moves bytes at the device's link bandwidth
 ///   (cost/devices.hpp gives effective PCIe rates), so c_s uses all of it by
-///   default: at 0.35 c_s is three times what a copy costs here, and `cost`
-///   turns down offloads that would have helped (U-Net at 0.3 fits only at
-///   1.0). `--link-efficiency 0.35` restores the paper's factor.
-/// - Tried and not adopted: releasing an offload_pinned tensor by an
-///   offload that keeps its still-valid host copy (Algo 3 evicts it), with
-///   Algo 4's n raised from 4 to 16, ran the DTR logs faster where they swap
-///   (LSTM 0.3: 1.048 against 1.150) but made ResNet-101 on the A100 fail at
-///   batch 3,800-4,200 (a recomputation chain through the residual adds
-///   pinning 77.9 GB), and the largest batch found fell below DTR's. With
-///   Algo 3 as written, n = 4 (the value used so far) keeps ResNet-101's
-///   largest batch at 6,659 (n = 12: 6,514) and is within 0.03 of n = 5-7 on
-///   the logs, where n = 7, 8 and 16 run U-Net at 0.3 out of memory.
+///   default: at 0.35 c_s is about three times what a copy costs here, and
+///   `cost` turns down offloads that would help. `--link-efficiency 0.35`
+///   restores the paper's factor.
 
 #include <algorithm>
 #include <array>
@@ -79,10 +68,10 @@ class delta_policy {
   static constexpr bool offloads = true;
 
   struct settings {
-    filter heuristic = filter::cost;  ///< measured best (docs/results.md); the paper's is base
+    filter heuristic = filter::cost;  ///< see the file comment; the paper's is base
     double link_efficiency = 1.0;     ///< the simulator's links; §4.1's testbed used 0.35
     double early_start = 0.75;        ///< Algo 1 line 11: fraction of the budget
-    int prefetch = 4;                 ///< Algo 4's n (not given in the paper): measured
+    int prefetch = 4;                 ///< Algo 4's n (not given in the paper)
   };
 
   delta_policy(const device_spec& dev, settings s) : dev_(&dev), s_(s) {}

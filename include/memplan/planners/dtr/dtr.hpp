@@ -1,12 +1,12 @@
 #pragma once
 /// \file
-/// `dtr`: Dynamic Tensor Rematerialization (Kirisame et al., ICLR 2021), as
-/// DELTA §2 and §4.1 describe it: online, recompute only. Whenever an
-/// allocation would exceed the budget, evict the resident tensor with the
-/// smallest h(t) = c(t) / (m(t) · s(t)) — c the recompute cost of t and its
-/// evicted neighbourhood (h_DTR^eq, equivalence classes; see
-/// planners/dtr/online_state.hpp), m its size, s its staleness — and recompute
-/// evicted tensors, recursively, when an op reads them.
+/// `dtr`: DTR (Kirisame et al., "Dynamic Tensor Rematerialization", ICLR
+/// 2021), as DELTA §2 and §4.1 describe it: online, recompute only.
+/// Whenever an allocation would exceed the budget, evict the resident
+/// tensor with the smallest h(t) = c(t) / (m(t) · s(t)) — c the recompute
+/// cost of t and its evicted neighbourhood (h_DTR^eq, equivalence classes;
+/// see planners/dtr/online_state.hpp), m its size, s its staleness — and
+/// recompute evicted tensors, recursively, when an op reads them.
 
 #include <string>
 

@@ -1,6 +1,7 @@
 #pragma once
 /// \file
-/// The online runtime: executes a schedule step by step the way DTR and
+/// DELTA (Tang et al.) Algo 1 and DTR (Kirisame et al., ICLR 2021) §3: the
+/// online runtime. It executes a schedule step by step the way DTR and
 /// DELTA run inside a framework — no plan ahead, only a policy asked which
 /// tensor to release whenever an allocation would exceed the budget — and
 /// records what it did as an ordinary action list (DESIGN.md §6, last

@@ -1,7 +1,8 @@
 #pragma once
 /// \file
-/// `detail::dtr::online_state`: what an online policy (DTR, DELTA) sees while the
-/// runtime of online.hpp executes a schedule — where each tensor is
+/// DTR (Kirisame et al., ICLR 2021) §4, h_DTR^eq: `detail::dtr::online_state`,
+/// what an online policy (DTR, DELTA) sees while the runtime of online.hpp
+/// executes a schedule — where each tensor is
 /// (resident, evicted, offloaded, a prefetch in flight), whether the current
 /// op pins it, its staleness, and its recompute cost including its evicted
 /// neighbourhood.

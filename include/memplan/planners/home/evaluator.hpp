@@ -1,8 +1,7 @@
 #pragma once
 /// \file
-/// HOME's search space and its Policy Evaluator (He et al., "HOME: A
-/// Holistic GPU Memory Management Framework for Deep Learning", §3.3-3.4):
-/// a placement gives each feature map one of retain (0), swap (1),
+/// HOME (He et al.) §3.3-3.4: the search space and the Policy Evaluator.
+/// A placement gives each feature map one of retain (0), swap (1),
 /// recompute (2); it becomes a plan (swap: offload after the forward pass
 /// is done with it, prefetch with an in-trigger one op before the backward
 /// pass needs it; recompute: free it then and recompute it on demand), and
@@ -102,10 +101,9 @@ struct feature_maps {
 }
 
 /// splitmix64's finaliser (Steele et al. 2014): every output bit depends
-/// on every input bit. It keys the evaluator's table: a multiply-and-shift
-/// hash used before left the slot index to a few feature maps, placements
-/// that differed elsewhere collided, and plain20's full search simulated
-/// 294 k placements instead of 134 k.
+/// on every input bit. It keys the evaluator's table, whose slot index
+/// must depend on every feature map, or placements that differ elsewhere
+/// collide and are simulated again.
 [[nodiscard]] inline std::uint64_t mix64(std::uint64_t z) noexcept {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;

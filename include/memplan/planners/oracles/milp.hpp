@@ -1,9 +1,10 @@
 #pragma once
 /// \file
-/// `milp`: the minimum-time recompute-only plan under a budget, as
-/// Checkmate's integer program (Jain et al., "Checkmate: Breaking the Memory
-/// Wall with Optimal Tensor Rematerialization", MLSys 2020, §4), solved with
-/// CBC. Built only with MEMPLAN_ENABLE_MILP (it links COIN-OR CBC).
+/// `milp`: Checkmate (Jain et al., "Checkmate: Breaking the Memory Wall with
+/// Optimal Tensor Rematerialization", MLSys 2020) §4, Eq. 1-3: the
+/// minimum-time recompute-only plan under a budget as an integer program,
+/// solved with CBC. Built only with MEMPLAN_ENABLE_MILP (it links COIN-OR
+/// CBC).
 ///
 /// Stages t = 0..n-1 follow the schedule: stage t runs op t for the first
 /// time, after recomputing in schedule order whatever earlier ops it picks
@@ -185,8 +186,348 @@ class program {
   std::vector<std::vector<std::pair<int, double>>> starts_;
 };
 
+/// The last stage in which each tensor (and each op's outputs) may still
+/// be read: a reader j runs in stage j, and a recomputable reader in any
+/// stage that needs j's outputs. Variables past it are fixed out.
+struct horizon {
+  std::vector<index_t> tensor;  ///< per tensor
+  std::vector<index_t> op;      ///< per op: the last stage it may usefully run in
+};
+
+inline horizon last_needed(const problem& p) {
+  const std::size_t n = p.num_steps();
+  horizon h{std::vector<index_t>(p.num_tensors(), 0), std::vector<index_t>(n, 0)};
+  for (std::size_t k = n; k-- > 0;) {
+    index_t last = static_cast<index_t>(k);
+    if (p.recomputable[k]) {
+      for (const index_t out : p.outputs(static_cast<index_t>(k))) {
+        last = std::max(last, h.tensor[static_cast<std::size_t>(out)]);
+      }
+    }
+    h.op[k] = last;
+    for (const index_t v : p.inputs(static_cast<index_t>(k))) {
+      h.tensor[static_cast<std::size_t>(v)] = std::max(h.tensor[static_cast<std::size_t>(v)], last);
+    }
+  }
+  for (std::size_t v = 0; v < p.num_tensors(); ++v) {
+    if (p.producer[v] != no_index) h.tensor[v] = std::max(h.tensor[v], p.producer[v]);
+  }
+  return h;
+}
+
+/// The program's R and S (Checkmate's matrices), fixed where pruned.
+struct variables {
+  std::vector<std::vector<var>> R;  ///< R[t][k], k <= t
+  std::vector<std::vector<var>> S;  ///< S[t][v], t = 0..n (S[n] is all zero: nothing is kept past the end)
+  bytes_t constant = 0;             ///< parameters and optimizer state no op makes
+  /// Memory rows count in units of the largest tensor or workspace, to
+  /// keep CBC's tolerances meaningful.
+  double unit = 1;
+};
+
+/// R[t][k] for every stage: free where op k may run again in stage t,
+/// 1 for k = t, 0 otherwise.
+inline std::vector<std::vector<var>> add_runs(program& prog, const problem& p, const horizon& h) {
+  const std::size_t n = p.num_steps();
+  std::vector<std::vector<var>> R(n);
+  for (std::size_t t = 0; t < n; ++t) {
+    R[t].resize(t + 1);
+    for (std::size_t k = 0; k < t; ++k) {
+      bool makes_persistent = false;
+      for (const index_t out : p.outputs(static_cast<index_t>(k))) makes_persistent |= p.persistent(out);
+      if (p.recomputable[k] && !makes_persistent && static_cast<std::size_t>(h.op[k]) >= t) {
+        R[t][k] = prog.add(0, 1, p.time_us[k], true);
+      }
+    }
+    R[t][t] = {-1, 1};
+  }
+  return R;
+}
+
+/// S, R and the constants of `p`'s program.
+inline variables add_variables(program& prog, const problem& p) {
+  const std::size_t n = p.num_steps();
+  const std::size_t tensors = p.num_tensors();
+  const horizon h = last_needed(p);
+  variables x;
+  for (std::size_t v = 0; v < tensors; ++v) x.unit = std::max(x.unit, static_cast<double>(p.bytes[v]));
+  for (const bytes_t w : p.workspace) x.unit = std::max(x.unit, static_cast<double>(w));
+  x.R = add_runs(prog, p, h);
+  x.S.assign(n + 1, std::vector<var>(tensors));
+  for (std::size_t v = 0; v < tensors; ++v) {
+    const index_t made = p.producer[v];
+    if (p.persistent(static_cast<index_t>(v))) {
+      if (made == no_index) {
+        x.constant += p.bytes[v];
+      } else {
+        for (std::size_t t = static_cast<std::size_t>(made) + 1; t < n; ++t) x.S[t][v] = {-1, 1};
+      }
+      continue;
+    }
+    if (made == no_index) x.S[0][v] = {-1, 1};
+    const std::size_t first = made == no_index ? 1 : static_cast<std::size_t>(made) + 1;
+    for (std::size_t t = first; t <= static_cast<std::size_t>(h.tensor[v]) && t < n; ++t) {
+      x.S[t][v] = prog.add(0, 1, 0, true);
+    }
+  }
+  return x;
+}
+
+/// row[k], or 0 past its end (R[t][k] for k > t).
+inline var entry(const std::vector<var>& row, std::size_t k) { return k < row.size() ? row[k] : var{-1, 0}; }
+
+/// Calls f(v) for every tensor op k reads or makes, once each.
+template <class F>
+void for_each_touched(const problem& p, std::size_t k, F&& f) {
+  const auto s = static_cast<index_t>(k);
+  for (const index_t v : p.outputs(s)) f(static_cast<std::size_t>(v));
+  const auto in = p.inputs(s);
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    const auto before = in.begin() + static_cast<std::ptrdiff_t>(i);
+    if (std::find(in.begin(), before, in[i]) == before) f(static_cast<std::size_t>(in[i]));
+  }
+}
+
+/// (1b) for stage t: S[t+1,v] <= S[t,v] + R[t,p].
+inline void keep_rows(program& prog, const problem& p, const variables& x, std::size_t t) {
+  if (t + 1 >= p.num_steps()) return;
+  for (std::size_t v = 0; v < p.num_tensors(); ++v) {
+    const var next = x.S[t + 1][v];
+    if (next.col < 0) continue;
+    prog.row(-std::numeric_limits<double>::infinity(), 0);
+    prog.term(1, next);
+    prog.term(-1, x.S[t][v]);
+    const index_t made = p.producer[v];
+    if (made != no_index) prog.term(-1, entry(x.R[t], static_cast<std::size_t>(made)));
+  }
+}
+
+/// (1a) and (m) for op k in stage t.
+inline void run_rows(program& prog, const problem& p, const variables& x, std::size_t t, std::size_t k) {
+  for (const index_t v : p.inputs(static_cast<index_t>(k))) {
+    const auto vi = static_cast<std::size_t>(v);
+    if (p.persistent(v)) continue;
+    prog.row(-std::numeric_limits<double>::infinity(), 0);
+    prog.term(1, x.R[t][k]);
+    prog.term(-1, x.S[t][vi]);
+    if (p.producer[vi] != no_index) prog.term(-1, entry(x.R[t], static_cast<std::size_t>(p.producer[vi])));
+  }
+  if (k == t) return;
+  for (const index_t out : p.outputs(static_cast<index_t>(k))) {
+    prog.row(-std::numeric_limits<double>::infinity(), 1);
+    prog.term(1, x.R[t][k]);
+    prog.term(1, x.S[t][static_cast<std::size_t>(out)]);
+  }
+}
+
+/// Constraint (4) for FREE[t,v,k] = f.
+inline void free_bounds(program& prog, var f, const problem& p, std::size_t v, const std::vector<var>& stage,
+                        var kept_next, std::size_t k, std::size_t t) {
+  const double inf = std::numeric_limits<double>::infinity();
+  prog.row(-inf, 0);
+  prog.term(1, f);
+  prog.term(-1, stage[k]);
+  prog.row(-inf, 1);
+  prog.term(1, f);
+  prog.term(1, kept_next);
+  const auto later = [&](index_t j) {
+    if (j <= static_cast<index_t>(k) || j > static_cast<index_t>(t)) return;
+    const var r = stage[static_cast<std::size_t>(j)];
+    if (r.col < 0 && r.value == 0) return;
+    prog.row(-inf, 1);
+    prog.term(1, f);
+    prog.term(1, r);
+  };
+  if (p.producer[v] != no_index) later(p.producer[v]);
+  for (const index_t j : p.uses(static_cast<index_t>(v))) later(j);
+}
+
+/// (2)-(4) for stage t, whose ops may be `runs`, in units of x.unit.
+inline void memory_rows(program& prog, const problem& p, const variables& x, bytes_t budget, std::size_t t,
+                        const std::vector<std::size_t>& runs) {
+  std::vector<std::pair<std::size_t, var>> frees;  // FREE[t,v,k'] of the op before the current one
+  var before{-1, 0};
+  std::size_t previous = 0;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const std::size_t k = runs[i];
+    frees.clear();
+    if (i > 0) {
+      for_each_touched(p, previous, [&](std::size_t v) {
+        if (!p.persistent(static_cast<index_t>(v))) frees.emplace_back(v, prog.add(0, 1, 0, false));
+      });
+    }
+    const var u = prog.add(0, std::numeric_limits<double>::infinity(), 0, false);
+    prog.row(0, 0);
+    prog.term(1, u);
+    if (i == 0) {
+      // Stage start: what is kept, and the constant bytes.
+      prog.term(-1, var{-1, static_cast<double>(x.constant) / x.unit});
+      for (std::size_t v = 0; v < p.num_tensors(); ++v) prog.term(-static_cast<double>(p.bytes[v]) / x.unit, x.S[t][v]);
+    } else {
+      prog.term(-1, before);
+      for (const auto& [v, f] : frees) prog.term(static_cast<double>(p.bytes[v]) / x.unit, f);
+    }
+    for (const index_t out : p.outputs(static_cast<index_t>(k))) {
+      prog.term(-static_cast<double>(p.bytes[static_cast<std::size_t>(out)]) / x.unit, x.R[t][k]);
+    }
+    // (3)
+    prog.row(-std::numeric_limits<double>::infinity(), static_cast<double>(budget) / x.unit);
+    prog.term(1, u);
+    prog.term(static_cast<double>(p.workspace[k]) / x.unit, x.R[t][k]);
+    // (4)
+    for (const auto& [v, f] : frees) free_bounds(prog, f, p, v, x.R[t], x.S[t + 1][v], previous, t);
+    before = u;
+    previous = k;
+  }
+}
+
+/// The constraints of stage t: (1b), then (1a) and (m) per op it may run,
+/// then (2)-(4).
+inline void add_stage(program& prog, const problem& p, const variables& x, bytes_t budget, std::size_t t) {
+  keep_rows(prog, p, x, t);
+  std::vector<std::size_t> runs;
+  for (std::size_t k = 0; k <= t; ++k) {
+    if (x.R[t][k].col >= 0 || x.R[t][k].value > 0) runs.push_back(k);
+  }
+  for (const std::size_t k : runs) run_rows(prog, p, x, t, k);
+  memory_rows(prog, p, x, budget, t, runs);
+}
+
+/// R and S of a feasible recompute-only plan whose recomputations fit the
+/// stages (each op at most once per stage, in schedule order), as a MIP
+/// start; empty when it does not fit. S[t,v] = 1 where the plan reads
+/// v's copy from before stage t in stage t or later.
+inline std::vector<std::pair<int, double>> start_of(const problem& p, const plan& pl, const variables& x) {
+  if (!pl.feasible) return {};
+  const std::size_t n = p.num_steps();
+  std::vector<std::pair<int, double>> start;
+  std::vector<index_t> stage_of(pl.actions.size(), 0);
+  index_t stage = 0;
+  index_t last_in_stage = -1;
+  for (std::size_t a = 0; a < pl.actions.size(); ++a) {
+    const action& act = pl.actions[a];
+    if (act.parts != 1 || act.kind == action_kind::swap_out || act.kind == action_kind::swap_in) return {};
+    stage_of[a] = stage;
+    if (act.kind == action_kind::compute) {
+      if (act.step != stage) return {};
+      ++stage;
+      last_in_stage = -1;
+    } else if (act.kind == action_kind::recompute) {
+      if (static_cast<std::size_t>(stage) >= n || act.step <= last_in_stage) return {};
+      const var r = x.R[static_cast<std::size_t>(stage)][static_cast<std::size_t>(act.step)];
+      if (r.col < 0) return {};
+      start.emplace_back(r.col, 1);
+      last_in_stage = act.step;
+    }
+  }
+  // Backwards: whether each tensor's current copy is read again.
+  std::vector<std::uint8_t> read_later(p.num_tensors(), 0);
+  std::size_t a = pl.actions.size();
+  for (std::size_t t = n; t-- > 0;) {
+    for (; a > 0 && stage_of[a - 1] >= static_cast<index_t>(t); --a) {
+      const action& act = pl.actions[a - 1];
+      if (act.kind == action_kind::free) {
+        read_later[static_cast<std::size_t>(act.tensor)] = 0;
+        continue;
+      }
+      for (const index_t out : p.outputs(act.step)) read_later[static_cast<std::size_t>(out)] = 0;
+      for (const index_t in : p.inputs(act.step)) read_later[static_cast<std::size_t>(in)] = 1;
+    }
+    for (std::size_t v = 0; v < p.num_tensors(); ++v) {
+      const var sv = x.S[t][v];
+      if (sv.col >= 0) start.emplace_back(sv.col, read_later[v]);
+    }
+  }
+  return start;
+}
+
+/// The value of a 0-1 variable in the solution `solution`.
+inline bool chosen(var v, const std::vector<double>& solution) {
+  return v.col < 0 ? v.value > 0.5 : solution[static_cast<std::size_t>(v.col)] > 0.5;
+}
+
+/// Stage t of the solution's plan: its ops in order, each tensor released
+/// after its last use in the stage unless the next stage keeps it; a
+/// `free` only where a later stage remakes it (memplan frees the others
+/// by itself at the same point). `on_device`: per tensor, carried from
+/// stage to stage.
+inline void emit_stage(plan_builder& b, const problem& p, const variables& x, const std::vector<double>& solution,
+                       const std::vector<index_t>& remade_last, std::vector<std::uint8_t>& on_device, std::size_t t) {
+  const std::size_t tensors = p.num_tensors();
+  std::vector<index_t> last_touch(tensors, no_index);
+  for (std::size_t k = 0; k <= t; ++k) {
+    if (!chosen(x.R[t][k], solution)) continue;
+    for_each_touched(p, k, [&](std::size_t v) { last_touch[v] = static_cast<index_t>(k); });
+  }
+  const auto release = [&](std::size_t v) {
+    if (p.persistent(static_cast<index_t>(v)) || !on_device[v] || chosen(x.S[t + 1][v], solution)) return;
+    if (remade_last[v] > static_cast<index_t>(t)) b.free(static_cast<index_t>(v));
+    on_device[v] = 0;
+  };
+  for (std::size_t k = 0; k <= t; ++k) {
+    if (!chosen(x.R[t][k], solution)) continue;
+    if (k < t) {
+      b.recompute(static_cast<index_t>(k));
+      for (const index_t out : p.outputs(static_cast<index_t>(k))) b.decide(out, decision::recompute);
+    } else {
+      b.compute(static_cast<index_t>(k));
+    }
+    for (const index_t out : p.outputs(static_cast<index_t>(k))) on_device[static_cast<std::size_t>(out)] = 1;
+    for_each_touched(p, k, [&](std::size_t v) {
+      if (last_touch[v] == static_cast<index_t>(k)) release(v);
+    });
+  }
+  for (std::size_t v = 0; v < tensors; ++v) release(v);
+}
+
+/// The plan of the solution, stage by stage.
+inline plan plan_of(const problem& p, const variables& x, const std::vector<double>& solution, bytes_t budget) {
+  const std::size_t n = p.num_steps();
+  std::vector<index_t> remade_last(p.num_tensors(), no_index);  // latest stage that recomputes v's producer
+  for (std::size_t t = 0; t < n; ++t) {
+    for (std::size_t k = 0; k < t; ++k) {
+      if (!chosen(x.R[t][k], solution)) continue;
+      for (const index_t out : p.outputs(static_cast<index_t>(k))) {
+        remade_last[static_cast<std::size_t>(out)] = static_cast<index_t>(t);
+      }
+    }
+  }
+  plan_builder b(p, "milp", budget);
+  std::vector<std::uint8_t> on_device(p.num_tensors(), 0);
+  for (std::size_t v = 0; v < p.num_tensors(); ++v) on_device[v] = p.producer[v] == no_index ? 1 : 0;
+  for (std::size_t t = 0; t < n; ++t) emit_stage(b, p, x, solution, remade_last, on_device, t);
+  return std::move(b).finish();
+}
+
+/// An infeasible plan saying `why`.
+inline plan refused(const problem& p, bytes_t budget, std::string why) {
+  plan_builder b(p, "milp", budget);
+  b.infeasible(std::move(why), p.baseline_peak());
+  return std::move(b).finish();
+}
+
+/// Simulates the solver's plan: its peak, and, where the solver stopped
+/// at the time limit, its time and the gap in `reason`.
+inline void judge(const problem& p, const device_spec& dev, bytes_t budget, double time_limit_s,
+                  const program::result& solved, plan& result) {
+  simulator sim;
+  const report r = sim.run(p, result, dev, budget);
+  result.best_peak = r.peak_bytes;
+  if (!r.feasible) {
+    result.feasible = false;
+    result.reason = "milp: internal error, the solver's plan fails in the simulator: " + r.failure;
+  } else if (!solved.optimal) {
+    const double base = p.baseline_time_us();
+    const double gap = (solved.objective - solved.bound) / (base + solved.objective);
+    result.reason = concat("milp: stopped at the time limit of ", time_limit_s, " s; ", base + solved.objective,
+                           " us, lower bound ", base + solved.bound, " us (gap ", std::round(gap * 10000) / 100,
+                           " %)");
+  }
+}
+
 }  // namespace detail::milp
 
+/// Checkmate's integer program (see the file comment), solved by CBC.
 struct milp_planner {
   static constexpr std::array<std::string_view, 2> option_names{"max-ops", "seed-with"};
   static constexpr bool searches = true;  ///< CBC may run for minutes
@@ -197,218 +538,30 @@ struct milp_planner {
   planner_lookup seed_planners = nullptr;
 
   plan operator()(const problem& p, const device_spec& dev, bytes_t budget, const planner_options& o) const {
-    using detail::milp::var;
+    namespace milp = detail::milp;
     const std::size_t n = p.num_steps();
-    const std::size_t tensors = p.num_tensors();
-    plan_builder refused(p, "milp", budget);
     const auto max_ops = static_cast<std::size_t>(option_number(o, "max-ops", 120, 1, 100000));
     if (n > max_ops) {
-      refused.infeasible(detail::concat("milp: the graph has ", n, " ops, more than max-ops (", max_ops,
-                                        "); the integer program grows with ops squared"),
-                         p.baseline_peak());
-      return std::move(refused).finish();
+      return milp::refused(p, budget, detail::concat("milp: the graph has ", n, " ops, more than max-ops (", max_ops,
+                                                     "); the integer program grows with ops squared"));
     }
-    const auto outputs_of = [&](std::size_t k) { return p.outputs(static_cast<index_t>(k)); };
-
-    // Pruning: the last stage in which tensor v (or op k's outputs) may
-    // still be read: a reader j runs in stage j, and a recomputable reader
-    // in any stage that needs j's outputs.
-    std::vector<index_t> needed(tensors, 0);
-    std::vector<index_t> op_needed(n, 0);  // last stage op k may usefully run in
-    for (std::size_t k = n; k-- > 0;) {
-      index_t last = static_cast<index_t>(k);
-      if (p.recomputable[k]) {
-        for (const index_t out : outputs_of(k)) last = std::max(last, needed[static_cast<std::size_t>(out)]);
-      }
-      op_needed[k] = last;
-      for (const index_t v : p.inputs(static_cast<index_t>(k))) {
-        needed[static_cast<std::size_t>(v)] = std::max(needed[static_cast<std::size_t>(v)], last);
-      }
-    }
-    for (std::size_t v = 0; v < tensors; ++v) {
-      if (p.producer[v] != no_index) needed[v] = std::max(needed[v], p.producer[v]);
-    }
-    const auto persistent = [&](std::size_t v) { return p.persistent(static_cast<index_t>(v)); };
-    double unit = 1;
-    for (std::size_t v = 0; v < tensors; ++v) unit = std::max(unit, static_cast<double>(p.bytes[v]));
-    for (const bytes_t w : p.workspace) unit = std::max(unit, static_cast<double>(w));
-
-    detail::milp::program prog;
-    // R[t][k], k <= t.
-    std::vector<std::vector<var>> R(n);
-    for (std::size_t t = 0; t < n; ++t) {
-      R[t].resize(t + 1);
-      for (std::size_t k = 0; k < t; ++k) {
-        bool makes_persistent = false;
-        for (const index_t out : outputs_of(k)) makes_persistent |= persistent(static_cast<std::size_t>(out));
-        if (p.recomputable[k] && !makes_persistent && static_cast<std::size_t>(op_needed[k]) >= t) {
-          R[t][k] = prog.add(0, 1, p.time_us[k], true);
-        }
-      }
-      R[t][t] = {-1, 1};
-    }
-    // S[t][v], t = 0..n (S[n] is all zero: nothing is kept past the end).
-    std::vector<std::vector<var>> S(n + 1, std::vector<var>(tensors));
-    bytes_t constant = 0;  // parameters and optimizer state no op makes
-    for (std::size_t v = 0; v < tensors; ++v) {
-      const index_t made = p.producer[v];
-      if (persistent(v)) {
-        if (made == no_index) {
-          constant += p.bytes[v];
-        } else {
-          for (std::size_t t = static_cast<std::size_t>(made) + 1; t < n; ++t) S[t][v] = {-1, 1};
-        }
-        continue;
-      }
-      if (made == no_index) S[0][v] = {-1, 1};
-      const std::size_t first = made == no_index ? 1 : static_cast<std::size_t>(made) + 1;
-      for (std::size_t t = first; t <= static_cast<std::size_t>(needed[v]) && t < n; ++t) S[t][v] = prog.add(0, 1, 0, true);
-    }
-    const auto at = [](const std::vector<var>& row, std::size_t k) { return k < row.size() ? row[k] : var{-1, 0}; };
-    std::vector<std::pair<std::size_t, var>> frees;  // FREE[t,v,k'] of the op before the current one
-
-    for (std::size_t t = 0; t < n; ++t) {
-      // (1b)
-      if (t + 1 < n) {
-        for (std::size_t v = 0; v < tensors; ++v) {
-          const var next = S[t + 1][v];
-          if (next.col < 0) continue;
-          prog.row(-std::numeric_limits<double>::infinity(), 0);
-          prog.term(1, next);
-          prog.term(-1, S[t][v]);
-          const index_t made = p.producer[v];
-          if (made != no_index) prog.term(-1, at(R[t], static_cast<std::size_t>(made)));
-        }
-      }
-      // Positions of stage t: the ops it may run.
-      std::vector<std::size_t> runs;
-      for (std::size_t k = 0; k <= t; ++k) {
-        if (R[t][k].col >= 0 || R[t][k].value > 0) runs.push_back(k);
-      }
-      for (const std::size_t k : runs) {
-        // (1a)
-        for (const index_t v : p.inputs(static_cast<index_t>(k))) {
-          const auto vi = static_cast<std::size_t>(v);
-          if (persistent(vi)) continue;
-          prog.row(-std::numeric_limits<double>::infinity(), 0);
-          prog.term(1, R[t][k]);
-          prog.term(-1, S[t][vi]);
-          if (p.producer[vi] != no_index) prog.term(-1, at(R[t], static_cast<std::size_t>(p.producer[vi])));
-        }
-        // (m)
-        if (k < t) {
-          for (const index_t out : outputs_of(k)) {
-            prog.row(-std::numeric_limits<double>::infinity(), 1);
-            prog.term(1, R[t][k]);
-            prog.term(1, S[t][static_cast<std::size_t>(out)]);
-          }
-        }
-      }
-      // (2)-(4), memory in units of `unit` bytes to keep CBC's tolerances meaningful.
-      var before{-1, 0};
-      std::size_t previous = 0;
-      for (std::size_t i = 0; i < runs.size(); ++i) {
-        const std::size_t k = runs[i];
-        frees.clear();
-        if (i > 0) {
-          for_each_touched(p, previous, [&](std::size_t v) {
-            if (!persistent(v)) frees.emplace_back(v, prog.add(0, 1, 0, false));
-          });
-        }
-        const var u = prog.add(0, std::numeric_limits<double>::infinity(), 0, false);
-        prog.row(0, 0);
-        prog.term(1, u);
-        if (i == 0) {
-          // Stage start: what is kept, and the constant bytes.
-          prog.term(-1, var{-1, static_cast<double>(constant) / unit});
-          for (std::size_t v = 0; v < tensors; ++v) prog.term(-static_cast<double>(p.bytes[v]) / unit, S[t][v]);
-        } else {
-          prog.term(-1, before);
-          for (const auto& [v, f] : frees) prog.term(static_cast<double>(p.bytes[v]) / unit, f);
-        }
-        for (const index_t out : outputs_of(k)) {
-          prog.term(-static_cast<double>(p.bytes[static_cast<std::size_t>(out)]) / unit, R[t][k]);
-        }
-        // (3)
-        prog.row(-std::numeric_limits<double>::infinity(), static_cast<double>(budget) / unit);
-        prog.term(1, u);
-        prog.term(static_cast<double>(p.workspace[k]) / unit, R[t][k]);
-        // (4)
-        for (const auto& [v, f] : frees) free_bounds(prog, f, p, v, R[t], S[t + 1][v], previous, t);
-        before = u;
-        previous = k;
-      }
-    }
-
+    milp::program prog;
+    const milp::variables x = milp::add_variables(prog, p);
+    for (std::size_t t = 0; t < n; ++t) milp::add_stage(prog, p, x, budget, t);
     for (const plan& seed : seed_plans(p, dev, budget, o)) {
-      auto start = start_of(p, seed, R, S);
+      auto start = milp::start_of(p, seed, x);
       if (!start.empty()) prog.add_start(std::move(start));
     }
     const auto solved = prog.solve(o.time_limit_s, o.seed);
     if (!solved.solved) {
-      refused.infeasible(solved.infeasible
-                             ? detail::concat("milp: no recompute-only plan fits the budget of ", budget, " bytes (",
-                                              format_bytes(budget), ")")
-                             : detail::concat("milp: no plan found within the time limit of ", o.time_limit_s, " s"),
-                         p.baseline_peak());
-      return std::move(refused).finish();
+      return milp::refused(p, budget,
+                           solved.infeasible
+                               ? detail::concat("milp: no recompute-only plan fits the budget of ", budget, " bytes (",
+                                                format_bytes(budget), ")")
+                               : detail::concat("milp: no plan found within the time limit of ", o.time_limit_s, " s"));
     }
-    const auto value = [&](var v) { return v.col < 0 ? v.value > 0.5 : solved.x[static_cast<std::size_t>(v.col)] > 0.5; };
-
-    // The plan: stage by stage, ops in order, a free after the last use in
-    // the stage of every tensor the next stage does not keep and a later
-    // stage remakes (memplan frees the others by itself at the same point).
-    std::vector<index_t> remade_last(tensors, no_index);  // latest stage that recomputes v's producer
-    for (std::size_t t = 0; t < n; ++t) {
-      for (std::size_t k = 0; k < t; ++k) {
-        if (!value(R[t][k])) continue;
-        for (const index_t out : outputs_of(k)) remade_last[static_cast<std::size_t>(out)] = static_cast<index_t>(t);
-      }
-    }
-    plan_builder b(p, "milp", budget);
-    std::vector<std::uint8_t> on_device(tensors, 0);
-    for (std::size_t v = 0; v < tensors; ++v) on_device[v] = p.producer[v] == no_index ? 1 : 0;
-    for (std::size_t t = 0; t < n; ++t) {
-      std::vector<index_t> last_touch(tensors, no_index);
-      for (std::size_t k = 0; k <= t; ++k) {
-        if (!value(R[t][k])) continue;
-        for_each_touched(p, k, [&](std::size_t v) { last_touch[v] = static_cast<index_t>(k); });
-      }
-      const auto release = [&](std::size_t v) {
-        if (persistent(v) || !on_device[v] || value(S[t + 1][v])) return;
-        if (remade_last[v] > static_cast<index_t>(t)) b.free(static_cast<index_t>(v));
-        on_device[v] = 0;
-      };
-      for (std::size_t k = 0; k <= t; ++k) {
-        if (!value(R[t][k])) continue;
-        if (k < t) {
-          b.recompute(static_cast<index_t>(k));
-          for (const index_t out : outputs_of(k)) b.decide(out, decision::recompute);
-        } else {
-          b.compute(static_cast<index_t>(k));
-        }
-        for (const index_t out : outputs_of(k)) on_device[static_cast<std::size_t>(out)] = 1;
-        for_each_touched(p, k, [&](std::size_t v) {
-          if (last_touch[v] == static_cast<index_t>(k)) release(v);
-        });
-      }
-      for (std::size_t v = 0; v < tensors; ++v) release(v);
-    }
-    plan result = std::move(b).finish();
-
-    simulator sim;
-    const report r = sim.run(p, result, dev, budget);
-    result.best_peak = r.peak_bytes;
-    if (!r.feasible) {
-      result.feasible = false;
-      result.reason = "milp: internal error, the solver's plan fails in the simulator: " + r.failure;
-    } else if (!solved.optimal) {
-      const double base = p.baseline_time_us();
-      const double gap = (solved.objective - solved.bound) / (base + solved.objective);
-      result.reason = detail::concat("milp: stopped at the time limit of ", o.time_limit_s, " s; ",
-                                     base + solved.objective, " us, lower bound ", base + solved.bound, " us (gap ",
-                                     std::round(gap * 10000) / 100, " %)");
-    }
+    plan result = milp::plan_of(p, x, solved.x, budget);
+    milp::judge(p, dev, budget, o.time_limit_s, solved, result);
     return result;
   }
 
@@ -425,92 +578,6 @@ struct milp_planner {
       seeds.push_back(seed_planners(name, p, dev, budget, plain));
     }
     return seeds;
-  }
-
-  /// R and S of a feasible recompute-only plan whose recomputations fit the
-  /// stages (each op at most once per stage, in schedule order), as a MIP
-  /// start; empty when it does not fit. S[t,v] = 1 where the plan reads
-  /// v's copy from before stage t in stage t or later.
-  static std::vector<std::pair<int, double>> start_of(const problem& p, const plan& pl,
-                                                      const std::vector<std::vector<detail::milp::var>>& R,
-                                                      const std::vector<std::vector<detail::milp::var>>& S) {
-    if (!pl.feasible) return {};
-    const std::size_t n = p.num_steps();
-    std::vector<std::pair<int, double>> start;
-    std::vector<index_t> stage_of(pl.actions.size(), 0);
-    index_t stage = 0;
-    index_t last_in_stage = -1;
-    for (std::size_t a = 0; a < pl.actions.size(); ++a) {
-      const action& act = pl.actions[a];
-      if (act.parts != 1 || act.kind == action_kind::swap_out || act.kind == action_kind::swap_in) return {};
-      stage_of[a] = stage;
-      if (act.kind == action_kind::compute) {
-        if (act.step != stage) return {};
-        ++stage;
-        last_in_stage = -1;
-      } else if (act.kind == action_kind::recompute) {
-        if (static_cast<std::size_t>(stage) >= n || act.step <= last_in_stage) return {};
-        const detail::milp::var r = R[static_cast<std::size_t>(stage)][static_cast<std::size_t>(act.step)];
-        if (r.col < 0) return {};
-        start.emplace_back(r.col, 1);
-        last_in_stage = act.step;
-      }
-    }
-    // Backwards: whether each tensor's current copy is read again.
-    std::vector<std::uint8_t> read_later(p.num_tensors(), 0);
-    std::size_t a = pl.actions.size();
-    for (std::size_t t = n; t-- > 0;) {
-      for (; a > 0 && stage_of[a - 1] >= static_cast<index_t>(t); --a) {
-        const action& act = pl.actions[a - 1];
-        if (act.kind == action_kind::free) {
-          read_later[static_cast<std::size_t>(act.tensor)] = 0;
-          continue;
-        }
-        for (const index_t out : p.outputs(act.step)) read_later[static_cast<std::size_t>(out)] = 0;
-        for (const index_t in : p.inputs(act.step)) read_later[static_cast<std::size_t>(in)] = 1;
-      }
-      for (std::size_t v = 0; v < p.num_tensors(); ++v) {
-        const detail::milp::var sv = S[t][v];
-        if (sv.col >= 0) start.emplace_back(sv.col, read_later[v]);
-      }
-    }
-    return start;
-  }
-
-  /// Calls f(v) for every tensor op k reads or makes, once each.
-  template <class F>
-  static void for_each_touched(const problem& p, std::size_t k, F&& f) {
-    const auto s = static_cast<index_t>(k);
-    for (const index_t v : p.outputs(s)) f(static_cast<std::size_t>(v));
-    const auto in = p.inputs(s);
-    for (std::size_t i = 0; i < in.size(); ++i) {
-      if (std::find(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(i), in[i]) == in.begin() + static_cast<std::ptrdiff_t>(i)) {
-        f(static_cast<std::size_t>(in[i]));
-      }
-    }
-  }
-
-  /// Constraint (4) for FREE[t,v,k] = f.
-  static void free_bounds(detail::milp::program& prog, detail::milp::var f, const problem& p, std::size_t v,
-                          const std::vector<detail::milp::var>& stage, detail::milp::var kept_next, std::size_t k,
-                          std::size_t t) {
-    const double inf = std::numeric_limits<double>::infinity();
-    prog.row(-inf, 0);
-    prog.term(1, f);
-    prog.term(-1, stage[k]);
-    prog.row(-inf, 1);
-    prog.term(1, f);
-    prog.term(1, kept_next);
-    const auto later = [&](index_t j) {
-      if (j <= static_cast<index_t>(k) || j > static_cast<index_t>(t)) return;
-      const detail::milp::var r = stage[static_cast<std::size_t>(j)];
-      if (r.col < 0 && r.value == 0) return;
-      prog.row(-inf, 1);
-      prog.term(1, f);
-      prog.term(1, r);
-    };
-    if (p.producer[v] != no_index) later(p.producer[v]);
-    for (const index_t j : p.uses(static_cast<index_t>(v))) later(j);
   }
 };
 static_assert(planner<milp_planner>);

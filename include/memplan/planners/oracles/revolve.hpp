@@ -1,9 +1,9 @@
 #pragma once
 /// \file
-/// `revolve`: Griewank's binomial checkpointing for a chain of l steps
-/// (A. Griewank, "Achieving logarithmic growth of temporal and spatial
-/// complexity in reverse automatic differentiation", 1992; Griewank and
-/// Walther, "Algorithm 799: revolve", ACM TOMS 2000).
+/// `revolve`: binomial checkpointing for a chain of l steps (A. Griewank,
+/// "Achieving logarithmic growth of temporal and spatial complexity in
+/// reverse automatic differentiation", 1992, Prop. 1; Griewank and Walther,
+/// "Algorithm 799: revolve", ACM TOMS 2000, Eq. 2).
 ///
 /// Revolve's model: states x_0 -> x_1 -> ... -> x_l, step i maps x_{i-1} to
 /// x_i; the adjoint of step i needs x_{i-1}, and the step is re-run right

@@ -1,9 +1,9 @@
 #pragma once
 /// \file
-/// TSPLIT Algo 2 (§IV-C), the non-split options: walk the schedule keeping
-/// M_i, the memory of step i under the decisions so far, and at every
-/// memory bottleneck (M_i above the budget) evict the live tensor whose
-/// option has the smallest ΔT/ΔM (Eq. 2-4) until the bottleneck is gone.
+/// TSPLIT (Nie et al., ICDE 2022) §IV-C, Algo 2 over Eq. 2-6: walk the
+/// schedule keeping M_i, the memory of step i under the decisions so far,
+/// and at every memory bottleneck (M_i above the budget) evict the live
+/// tensor whose option has the smallest ΔT/ΔM until the bottleneck is gone.
 ///
 /// A decision evicts a tensor for one gap between two consecutive uses (or
 /// its producer and its first use): it leaves the device after step `from`
@@ -90,9 +90,8 @@ struct walk_options {
   /// chain on the device then, Eq. 4) counts as read at that step: a later
   /// decision's gap ends or starts there. Without it, Algo 2 may swap a
   /// checkpoint out across that read, and the recomputation then waits for
-  /// a swap-in on demand (the DTR ResNet-32 log at 50 %: 14 of the 30 ms
-  /// its plan stalled); with it, the walk keeps more on the device, which
-  /// costs other evictions (resnet50 at batch 1,783 no longer fits).
+  /// a swap-in on demand; with it, the walk keeps more on the device, which
+  /// costs other evictions. tsplit.hpp walks both ways.
   bool guard_checkpoints = false;
   /// With `swap_state`: the state's first and last gaps are one, across
   /// iterations: it lives in host memory between them (plan::offloaded_state),
@@ -183,9 +182,7 @@ class algo2 {
   /// swap before recompute). Parameters and optimizer state (in TSPLIT's
   /// M_i too, §IV-A), with `swap_state`, are swapped only when nothing else
   /// is left: Eq. 3 often calls their copies free, early in the iteration,
-  /// yet such large copies delay the activations' swaps behind them
-  /// (measured: resnet50 at batch 1,769 on titan-rtx, 108.9 % overhead with
-  /// them last, 125.0 % with them ranked like the rest).
+  /// yet such large copies delay the activations' swaps behind them.
   [[nodiscard]] candidate best() {
     candidate best = cheapest(false);
     // Eq. 3 asks M_k + size(s_j) <= M over the swap-in's window [p, q]: a
@@ -607,13 +604,12 @@ class algo2 {
   }
 
   /// The most memory the last recompute_cost's chain I takes at once when
-  /// it runs memory-centric (tsplit_emit.hpp): its ops in schedule order,
+  /// it runs memory-centric (tsplit/emit.hpp): its ops in schedule order,
   /// each op's outputs and workspace allocated while its inputs are held,
   /// each intermediate (an output of I but of `made`, t's producer; or an
-  /// input swapped in on demand) freed after its last reader in I. The sum
-  /// of the intermediates, counted before, held a chain through layer1 of
-  /// resnet101 at batch 1,760 at 13.5 GiB where the emitted plan needs two
-  /// of its tensors at a time, and Algo 2 found no option left there.
+  /// input swapped in on demand) freed after its last reader in I. Not the
+  /// sum of the intermediates: the emitted chain holds only a few of them
+  /// at a time, and the sum would leave Algo 2 no option where one fits.
   [[nodiscard]] bytes_t chain_peak(index_t made, index_t at) {
     const problem& p = *p_;
     std::ranges::sort(chain_);

@@ -1,7 +1,8 @@
 #pragma once
 /// \file
-/// The live tensors among which TSPLIT's Algo 2 line 7 picks the smallest
-/// ΔT/ΔM, indexed so that the pick does not cost every one of them.
+/// TSPLIT (Nie et al., ICDE 2022) §IV-C, Algo 2 line 7: the live tensors
+/// among which Algo 2 picks the smallest ΔT/ΔM (Eq. 3-4), indexed so that
+/// the pick does not cost every one of them.
 ///
 /// Each (tensor, option) pair has a lower bound of its ΔT/ΔM that the index
 /// can produce in ascending order:

@@ -1,10 +1,10 @@
 #pragma once
 /// \file
-/// TSPLIT's cost model (§IV-B) for the swap option: the PCIe occupancy
-/// array Oc_u of Eq. 3, simulated under the current plan and updated after
-/// every decision (§V-B), and the swap cost ΔT_i[s_j, swap] itself.
+/// TSPLIT (Nie et al., ICDE 2022) §IV-B, Eq. 3, and §V-B: the swap option's
+/// cost, ΔT_i[s_j, swap], and the PCIe occupancy array Oc_u it reads,
+/// simulated under the current plan and updated after every decision.
 /// The recompute cost (Eq. 4) depends on the planner's decisions so far and
-/// lives with Algo 2 in tsplit.hpp.
+/// lives with Algo 2 in tsplit/algo2.hpp.
 
 #include <algorithm>
 #include <bit>

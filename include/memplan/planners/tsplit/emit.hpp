@@ -1,7 +1,7 @@
 #pragma once
 /// \file
-/// The augmented schedule of TSPLIT (§V-A, §V-D) for Algo 2's evictions: an
-/// action list with swap-outs and swap-ins on the d2h/h2d streams (events
+/// TSPLIT (Nie et al., ICDE 2022) §V-A and §V-D: the augmented schedule of
+/// Algo 2's evictions, an action list with swap-outs and swap-ins on the d2h/h2d streams (events
 /// from plan_builder, each swap-in triggered by the start of its prefetch
 /// step p of Eq. 3) and frees with memory-centric recomputation.
 ///
@@ -174,9 +174,8 @@ class emitter {
   /// for a later step. Eq. 3 gives each swap-in the link's idle time from
   /// its own prefetch step on, op by op, so a small one planned inside a
   /// large one's window fits there in Algo 2's model; the stream runs them
-  /// in issue order, and the small one would wait for the large one (the
-  /// DTR ResNet-32 log at 50 %: 2.8 ms before step 226, behind an 85 MB
-  /// swap-in for step 242). Issued first, it holds its memory from now.
+  /// in issue order, and the small one would wait for the large one.
+  /// Issued first, it holds its memory from now.
   void issue_due_before(const eviction& ev, index_t e, index_t s) {
     due_.erase({ev.to, e});
     for (auto it = due_.lower_bound({s + 1, index_t{0}}); it != due_.end() && it->first < ev.to;) {
@@ -369,9 +368,8 @@ class emitter {
   /// Frees intermediate x if entry k of the sequence is its last reader,
   /// or keeps it until the schedule's next read of it (§V-D, LRU) if there
   /// is room for it: a recomputed one, or a checkpoint swapped in on demand
-  /// (its host copy stays valid, so abandoning it is a free; swapped in
-  /// again for each read, a 5 GiB layer1 tensor of resnet101 at batch 1,690
-  /// took three of the h2d stream's 452 ms transfers within 1.4 s).
+  /// (its host copy stays valid, so abandoning it is a free, and keeping it
+  /// spares the h2d stream a transfer for each later read).
   void drop(index_t x, std::size_t k) {
     const auto xi = static_cast<std::size_t>(x);
     if (tensor_stamp_[xi] != stamp_ || last_reader_[xi] != k || where_[xi] != residence::device) return;
