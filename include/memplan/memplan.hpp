@@ -23,6 +23,7 @@
 #include "memplan/io/trace.hpp"
 #include "memplan/model/zoo.hpp"
 #include "memplan/plan.hpp"
+#include "memplan/planners/max_batch.hpp"
 #include "memplan/planners/registry.hpp"
 #include "memplan/problem.hpp"
 #include "memplan/runtime/executor.hpp"
