@@ -149,7 +149,8 @@ void check_against_dtr(const Planner& run, std::string_view name, bool only_wher
     }
   }
   // Every cell pinned for `name` names a log and a share of the corpus.
-  CHECK(pinned == std::ranges::count_if(data.at("dtr_log"), [&](const nlohmann::json& c) { return pinned_for(c, name); }));
+  CHECK(pinned ==
+        std::ranges::count_if(data.at("dtr_log"), [&](const nlohmann::json& c) { return pinned_for(c, name); }));
 }
 
 TEST_CASE("dtr log: delta fits wherever dtr does, at or below it") {
