@@ -15,6 +15,7 @@
 
 #include "memplan/cost/devices.hpp"
 #include "memplan/model/zoo.hpp"
+#include "memplan/planners/max_batch.hpp"
 #include "memplan/problem.hpp"
 
 namespace {
@@ -70,23 +71,12 @@ BENCHMARK_CAPTURE(bm_zoo_build, bert_large, "bert-large")->Unit(benchmark::kMill
 
 bytes_t peak(std::string_view name, model::options o) { return compile(model::build(name, o, find_device("titan-rtx"))).baseline_peak(); }
 
-// Largest batch whose baseline peak fits in `memory` (0 if none): doubling, then bisection.
-int max_batch(std::string_view name, model::options o, bytes_t memory) {
-  const auto fits = [&](int b) {
+// Largest batch whose baseline peak fits in `memory` (0 if none).
+int largest_batch(std::string_view name, model::options o, bytes_t memory) {
+  return memplan::max_batch([&](int b) {
     o.batch = b;
     return peak(name, o) <= memory;
-  };
-  if (!fits(1)) return 0;
-  int lo = 1, hi = 2;
-  while (fits(hi)) {
-    lo = hi;
-    hi *= 2;
-  }
-  while (hi - lo > 1) {
-    const int mid = lo + (hi - lo) / 2;
-    (fits(mid) ? lo : hi) = mid;
-  }
-  return lo;
+  }).batch;
 }
 
 bool is_image(std::string_view name) { return !model::detail::is_sequence_model(name); }
@@ -104,22 +94,23 @@ void print_table() {
     home.cifar = is_image(name);
     std::printf("| %s | %lld | %zu | %.2f GiB | %d | %d | %d | %d |\n", std::string(name).c_str(),
                 static_cast<long long>(m.parameters + m.task_head_parameters), m.graph.num_ops(),
-                static_cast<double>(p16) / gib, max_batch(name, {}, find_device("titan-rtx").memory_bytes),
-                max_batch(name, {}, find_device("p100").memory_bytes),
-                max_batch(name, home, find_device("rtx-2080ti").memory_bytes),
-                max_batch(name, {}, find_device("a100").memory_bytes));
+                static_cast<double>(p16) / gib, largest_batch(name, {}, find_device("titan-rtx").memory_bytes),
+                largest_batch(name, {}, find_device("p100").memory_bytes),
+                largest_batch(name, home, find_device("rtx-2080ti").memory_bytes),
+                largest_batch(name, {}, find_device("a100").memory_bytes));
   }
   // TSPLIT Table V: the largest width factor k at batch 16 on the Titan RTX.
   std::printf("\n| model | largest k at batch 16, titan-rtx |\n|---|---:|\n");
   for (const std::string_view name : {"vgg16", "vgg19", "resnet50", "resnet101", "inception_v4", "transformer"}) {
-    int k = 0;
-    for (int next = 1; next <= 128; ++next) {
-      model::options o;
-      o.batch = 16;
-      o.scale = next;
-      if (peak(name, o) > find_device("titan-rtx").memory_bytes) break;
-      k = next;
-    }
+    model::options o;
+    o.batch = 16;
+    const int k = memplan::max_batch(
+                      [&](int scale) {
+                        o.scale = scale;
+                        return peak(name, o) <= find_device("titan-rtx").memory_bytes;
+                      },
+                      128)
+                      .batch;
     std::printf("| %s | %d |\n", std::string(name).c_str(), k);
   }
 }

@@ -1,6 +1,7 @@
 #pragma once
-// Tiny graphs and plans whose costs are worked by hand, shared by
-// test_sim.cpp and test_validator.cpp.
+// The tests' shared fixtures: tiny graphs and plans whose costs are worked
+// by hand, the device they run on, and the validator check the planner
+// tests make on every plan.
 //
 // Device: both host links at 0.001 GB/s and no latency, so a copy of N bytes
 // takes exactly N µs (link_spec::transfer_us = 0 + N / (0.001 * 1e3)).
@@ -20,11 +21,15 @@
 #include <utility>
 #include <vector>
 
+#include <doctest/doctest.h>
+
 #include "memplan/cost/device.hpp"
 #include "memplan/graph/graph.hpp"
 #include "memplan/plan.hpp"
 #include "memplan/plan_builder.hpp"
 #include "memplan/problem.hpp"
+#include "memplan/sim/simulator.hpp"
+#include "memplan/sim/validator.hpp"
 
 namespace memplan::test {
 
@@ -147,5 +152,55 @@ inline problem make() {
   return m.compile();
 }
 }  // namespace residual
+
+// Three layers, every op 100 µs, backward in reverse (steps in order):
+//   0 f1: x(100 input) -> a1(200)    3 b3: a3     -> g3(100)
+//   1 f2: a1 -> a2(200)              4 b2: g3, a2 -> g2(100)
+//   2 f3: a2 -> a3(100)              5 b1: g2, a1 -> g1(100)
+//                                    6 b0: g1, x  -> g0(100)
+// Baseline: 700 µs; live bytes per step 300, 500, 600, 700, 700, 500, 300.
+inline problem three_layers() {
+  graph_maker m;
+  const index_t x = m.tensor("x", 100, tensor_kind::input);
+  const index_t a1 = m.tensor("a1", 200, tensor_kind::activation);
+  const index_t a2 = m.tensor("a2", 200, tensor_kind::activation);
+  const index_t a3 = m.tensor("a3", 100, tensor_kind::activation);
+  const index_t g3 = m.tensor("g3", 100, tensor_kind::gradient);
+  const index_t g2 = m.tensor("g2", 100, tensor_kind::gradient);
+  const index_t g1 = m.tensor("g1", 100, tensor_kind::gradient);
+  const index_t g0 = m.tensor("g0", 100, tensor_kind::gradient);
+  m.op("f1", 100, {x}, {a1});
+  m.op("f2", 100, {a1}, {a2});
+  m.op("f3", 100, {a2}, {a3});
+  m.op("b3", 100, {a3}, {g3}, 0, phase::backward);
+  m.op("b2", 100, {g3, a2}, {g2}, 0, phase::backward);
+  m.op("b1", 100, {g2, a1}, {g1}, 0, phase::backward);
+  m.op("b0", 100, {g1, x}, {g0}, 0, phase::backward);
+  return m.compile();
+}
+
+/// The validator accepts `pl` on `d` under `budget`; a failure names the
+/// problem, the budget and the validator's first error.
+inline void check_valid(const problem& p, const plan& pl, const device_spec& d, bytes_t budget) {
+  const validation v = validate(p, pl, d, budget);
+  INFO(p.name, " at ", budget, ": ", v.errors.empty() ? std::string() : v.errors.front());
+  CHECK(v.ok);
+}
+
+/// The validator accepts `pl` under its budget, or, when infeasible, under
+/// the smallest peak it reports; the simulator agrees on feasibility, and,
+/// where it fits, on the peak and the time.
+inline void check_valid(const problem& p, const plan& pl, const device_spec& d) {
+  const validation v = validate(p, pl, d, pl.feasible ? pl.budget : pl.best_peak);
+  for (const auto& e : v.errors) MESSAGE(e);
+  CHECK(v.ok);
+  const report r = simulate(p, pl, d, pl.budget);
+  CHECK(r.feasible == pl.feasible);
+  if (pl.feasible) {
+    CHECK(v.peak_bytes == r.peak_bytes);
+    CHECK(v.time_us == doctest::Approx(r.time_us));
+    CHECK(r.peak_bytes <= pl.budget);
+  }
+}
 
 }  // namespace memplan::test

@@ -15,6 +15,7 @@
 #include "memplan/io/graph_json.hpp"
 #include "memplan/model/zoo.hpp"
 #include "memplan/planners/capuchin.hpp"
+#include "memplan/planners/max_batch.hpp"
 #include "memplan/planners/registry.hpp"
 #include "memplan/sim/simulator.hpp"
 #include "memplan/sim/validator.hpp"
@@ -25,17 +26,12 @@ namespace {
 using namespace memplan;
 const device_spec dev = memplan::test::byte_per_us_device();
 constexpr bytes_t unlimited = std::numeric_limits<bytes_t>::max() / 2;
+using test::check_valid;
 
 index_t tensor_named(const problem& p, std::string_view name) {
   const auto it = std::ranges::find(p.tensor_name, name);
   REQUIRE(it != p.tensor_name.end());
   return static_cast<index_t>(it - p.tensor_name.begin());
-}
-
-void check_valid(const problem& p, const plan& pl, const device_spec& d, bytes_t budget) {
-  const validation v = validate(p, pl, d, budget);
-  INFO(p.name, " at ", budget, ": ", v.errors.empty() ? std::string() : v.errors.front());
-  CHECK(v.ok);
 }
 
 // The Fig. 4 situation: T3 is evicted at its second access (f4 reads it)
@@ -366,14 +362,12 @@ TEST_CASE("§6.3.2: at 1.2x the largest batch `none` fits, capuchin only swaps a
   for (const char* name : {"resnet50", "bert-base", "vgg16"}) {
     CAPTURE(name);
     model::options o;
-    // The largest batch whose baseline peak fits 16 GiB, by bisection.
-    int lo = 1;
-    int hi = 1024;
-    while (hi - lo > 1) {
-      o.batch = (lo + hi) / 2;
-      (compile(model::build(name, o, p100)).baseline_peak() <= p100.memory_bytes ? lo : hi) = o.batch;
-    }
-    o.batch = lo * 6 / 5;
+    // The largest batch whose baseline peak fits 16 GiB.
+    const int largest = max_batch([&](int batch) {
+                          o.batch = batch;
+                          return compile(model::build(name, o, p100)).baseline_peak() <= p100.memory_bytes;
+                        }).batch;
+    o.batch = largest * 6 / 5;
     const problem p = compile(model::build(name, o, p100));
     const detail::capuchin::outcome out = detail::capuchin::plan_capuchin(p, p100, p100.memory_bytes);
     REQUIRE(out.result.feasible);

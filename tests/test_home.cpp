@@ -23,35 +23,11 @@ namespace {
 using namespace memplan;
 using detail::home::fitness;
 using detail::home::placement;
+// sim_fixtures.hpp's three layers (baseline 700 µs, peak 700 B). Its feature
+// maps (made or fed in the forward pass, read in the backward): x (swap
+// only: no producer), a1, a2, a3.
+using test::three_layers;
 const device_spec dev = memplan::test::byte_per_us_device();
-
-// Three layers, every op 100 µs, backward in reverse (steps in order):
-//   0 f1: x(100 input) -> a1(200)    3 b3: a3     -> g3(100)
-//   1 f2: a1 -> a2(200)              4 b2: g3, a2 -> g2(100)
-//   2 f3: a2 -> a3(100)              5 b1: g2, a1 -> g1(100)
-//                                    6 b0: g1, x  -> g0(100)
-// Baseline: 700 µs; live bytes per step 300, 500, 600, 700, 700, 500, 300.
-// Feature maps (made or fed in the forward pass, read in the backward):
-// x (swap only: no producer), a1, a2, a3.
-problem three_layers() {
-  test::graph_maker m;
-  const index_t x = m.tensor("x", 100, tensor_kind::input);
-  const index_t a1 = m.tensor("a1", 200, tensor_kind::activation);
-  const index_t a2 = m.tensor("a2", 200, tensor_kind::activation);
-  const index_t a3 = m.tensor("a3", 100, tensor_kind::activation);
-  const index_t g3 = m.tensor("g3", 100, tensor_kind::gradient);
-  const index_t g2 = m.tensor("g2", 100, tensor_kind::gradient);
-  const index_t g1 = m.tensor("g1", 100, tensor_kind::gradient);
-  const index_t g0 = m.tensor("g0", 100, tensor_kind::gradient);
-  m.op("f1", 100, {x}, {a1});
-  m.op("f2", 100, {a1}, {a2});
-  m.op("f3", 100, {a2}, {a3});
-  m.op("b3", 100, {a3}, {g3}, 0, phase::backward);
-  m.op("b2", 100, {g3, a2}, {g2}, 0, phase::backward);
-  m.op("b1", 100, {g2, a1}, {g1}, 0, phase::backward);
-  m.op("b0", 100, {g1, x}, {g0}, 0, phase::backward);
-  return m.compile();
-}
 
 planner_options swarm(int iterations, int particles, int threads = 1, std::uint64_t seed = 1) {
   planner_options o;

@@ -21,6 +21,11 @@ using namespace memplan;
 using detail::dtr::online_state;
 using detail::dtr::release_kind;
 using detail::dtr::residence;
+using test::check_valid;
+// sim_fixtures.hpp's three layers: f1 x(100) -> a1(200), f2 a1 -> a2(200),
+// f3 a2 -> a3(100), b3 a3 -> g3, b2 g3,a2 -> g2, b1 g2,a1 -> g1, b0 g1,x ->
+// g0 (gradients 100 B), every op 100 µs. Baseline peak 700 B.
+using test::three_layers;
 
 // A forward chain read by one backward op (steps in order):
 //   0 f1 100 µs: x(100 B input) -> a1(200 B)
@@ -68,11 +73,6 @@ device_spec slow_link_device() {
   d.d2h = {0.01, 0.0};
   d.h2d = {0.01, 0.0};
   return d;
-}
-
-void check_valid(const problem& p, const plan& pl, const device_spec& d, bytes_t budget) {
-  const validation v = validate(p, pl, d, budget);
-  CHECK_MESSAGE(v.ok, (v.errors.empty() ? std::string() : v.errors.front()));
 }
 
 TEST_CASE("online state: staleness, costs and the candidate index") {
@@ -229,29 +229,6 @@ TEST_CASE("delta: the prefetcher (Algo 4) reloads the latest offload, bounded, u
   // A tensor brought back otherwise (recomputed, §5.5) is skipped.
   s.make_resident(fan::a2);
   CHECK(four.prefetch(s) == no_index);
-}
-
-// The three-layer net of test_baselines.cpp: f1 x(100) -> a1(200), f2 a1 ->
-// a2(200), f3 a2 -> a3(100), b3 a3 -> g3, b2 g3,a2 -> g2, b1 g2,a1 -> g1,
-// b0 g1,x -> g0 (gradients 100 B), every op 100 µs. Baseline peak 700 B.
-problem three_layers() {
-  test::graph_maker m;
-  const index_t x = m.tensor("x", 100, tensor_kind::input);
-  const index_t a1 = m.tensor("a1", 200, tensor_kind::activation);
-  const index_t a2 = m.tensor("a2", 200, tensor_kind::activation);
-  const index_t a3 = m.tensor("a3", 100, tensor_kind::activation);
-  const index_t g3 = m.tensor("g3", 100, tensor_kind::gradient);
-  const index_t g2 = m.tensor("g2", 100, tensor_kind::gradient);
-  const index_t g1 = m.tensor("g1", 100, tensor_kind::gradient);
-  const index_t g0 = m.tensor("g0", 100, tensor_kind::gradient);
-  m.op("f1", 100, {x}, {a1});
-  m.op("f2", 100, {a1}, {a2});
-  m.op("f3", 100, {a2}, {a3});
-  m.op("b3", 100, {a3}, {g3}, 0, phase::backward);
-  m.op("b2", 100, {g3, a2}, {g2}, 0, phase::backward);
-  m.op("b1", 100, {g2, a1}, {g1}, 0, phase::backward);
-  m.op("b0", 100, {g1, x}, {g0}, 0, phase::backward);
-  return m.compile();
 }
 
 TEST_CASE("online runtime with dtr on three layers, worked by hand") {

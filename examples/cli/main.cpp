@@ -39,6 +39,7 @@
 #include "memplan/io/size.hpp"
 #include "memplan/io/trace.hpp"
 #include "memplan/model/zoo.hpp"
+#include "memplan/planners/max_batch.hpp"
 #include "memplan/planners/registry.hpp"
 #include "memplan/problem.hpp"
 #include "memplan/runtime/executor.hpp"
@@ -414,8 +415,8 @@ int cmd_compare(const arguments& args) {
 
 /// The largest batch (or, with `--search scale`, the largest integer width
 /// factor k at the given batch: TSPLIT Table V) at which `planner` makes a
-/// feasible plan within `max_overhead`, by doubling then bisection
-/// (feasibility is taken to be monotone in the batch size or the scale).
+/// feasible plan within `max_overhead` (memplan::max_batch: feasibility is
+/// taken to be monotone in the batch size or the scale).
 struct batch_result {
   int max_batch = 0;
   std::optional<planned> at_max;
@@ -435,7 +436,8 @@ batch_result search_batch(const arguments& args, const device_spec& d, const pla
   const std::string model_name = args.require("model");
   const bool by_scale = search_by_scale(args);
   const std::optional<bytes_t> host_memory = read_host_memory(args);
-  const auto try_batch = [&](int batch) -> std::optional<planned> {
+  batch_result best;
+  const auto fits = [&](int batch) {
     if (by_scale) {
       mo.scale = batch;
     } else {
@@ -443,35 +445,14 @@ batch_result search_batch(const arguments& args, const device_spec& d, const pla
     }
     const problem p = compile(model::build(model_name, mo, d));
     const bytes_t budget = args.has("budget") ? read_budget(args, p) : d.memory_bytes;
-    auto r = run_planner(planner, p, d, budget, options, false, host_memory);
+    planned r = run_planner(planner, p, d, budget, options, false, host_memory);
     if (progress) std::cerr << "\r" << planner.name << ": batch " << batch << (succeeded(r) ? " fits    " : " fails   ") << std::flush;
-    if (!succeeded(r) || r.sim.overhead > max_overhead) return std::nullopt;
-    return r;
+    if (!succeeded(r) || r.sim.overhead > max_overhead) return false;
+    best.at_max = std::move(r);  // max_batch reports the last batch that fit
+    return true;
   };
-  constexpr int max_batch = 1 << 20;
-  batch_result best;
-  int lo = 0;
-  int hi = 1;
-  while (hi <= max_batch) {
-    auto r = try_batch(hi);
-    if (!r) break;
-    lo = hi;
-    best.at_max = std::move(r);
-    hi *= 2;
-  }
-  // lo fits (or is 0), hi fails (or passed the cap).
-  hi = std::min(hi, max_batch + 1);
-  while (hi - lo > 1) {
-    const int mid = lo + (hi - lo) / 2;
-    if (auto r = try_batch(mid)) {
-      lo = mid;
-      best.at_max = std::move(r);
-    } else {
-      hi = mid;
-    }
-  }
+  best.max_batch = max_batch(fits).batch;
   if (progress) std::cerr << "\r" << std::string(40, ' ') << "\r";
-  best.max_batch = lo;
   return best;
 }
 

@@ -25,6 +25,7 @@
 #include "memplan/plan.hpp"
 #include "memplan/plan_builder.hpp"
 #include "memplan/plan_walk.hpp"
+#include "memplan/planners/max_batch.hpp"
 #include "memplan/planners/registry.hpp"
 #include "memplan/problem.hpp"
 #include "memplan/runtime/executor.hpp"

@@ -4,8 +4,9 @@
 // kernels would: inputs copied to pinned staging on the op's stream, the
 // reference op as a host function on that stream (cudaLaunchHostFunc),
 // outputs copied back; so every value crosses the device arena and the
-// executor's streams, events and swaps. Without a GPU each case says so and
-// passes.
+// executor's streams, events and swaps. Without a GPU the program says so
+// and exits 77: CTest reports it skipped.
+#define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
 #include <cstddef>
@@ -20,6 +21,7 @@
 
 #include "executor_checks.hpp"
 #include "float_net.hpp"
+#include "main_or_skip.hpp"
 #include "memplan/cost/devices.hpp"
 #include "memplan/cost/profile.hpp"
 #include "memplan/cuda/device.hpp"
@@ -29,12 +31,6 @@
 namespace {
 
 using namespace memplan;
-
-bool have_gpu() {
-  if (cuda::device_count() > 0) return true;
-  MESSAGE("skipped: cudaGetDeviceCount found no CUDA device");
-  return false;
-}
 
 struct pinned_free {
   void operator()(std::byte* p) const noexcept { MEMPLAN_CUDA_ASSERT_OK(cudaFreeHost(p)); }
@@ -130,13 +126,11 @@ struct cuda_backend {
 }  // namespace
 
 TEST_CASE("cuda executor: every registered planner, several budgets: bit-identical, within budget") {
-  if (!have_gpu()) return;
   cuda_backend backend;
   test::check_every_planner(backend);
 }
 
 TEST_CASE("cuda executor: a throwing op names the action; arena and pinned pool get every byte back") {
-  if (!have_gpu()) return;
   const auto w = example::make_float_workload(4, true);
   const plan pl = find_planner("vdnn-all").run(w.p, find_device("titan-rtx"), w.p.baseline_peak(), planner_options{});
   REQUIRE(pl.feasible);
@@ -156,7 +150,6 @@ TEST_CASE("cuda executor: a throwing op names the action; arena and pinned pool 
 }
 
 TEST_CASE("cuda profiler: host link each way and device copy bandwidth, as a device profile") {
-  if (!have_gpu()) return;
   const nlohmann::json j = cuda::device_profile(0, {.small_bytes = 4 << 10, .large_bytes = 64 << 20, .repeats = 10});
   MESSAGE("device profile: ", j.dump());
   const device_spec d = read_device_profile(j, find_device("h100"));
@@ -167,4 +160,9 @@ TEST_CASE("cuda profiler: host link each way and device copy bandwidth, as a dev
   CHECK(d.memory_bandwidth_gb_s > d.h2d.bandwidth_gb_s);
   CHECK(d.memory_bytes > 0);
   if (const char* out = std::getenv("MEMPLAN_PROFILE_OUT")) std::ofstream(out) << j.dump(2) << '\n';
+}
+
+int main(int argc, char** argv) {
+  return memplan::test::main_or_skip(argc, argv,
+                                     memplan::cuda::device_count() > 0 ? "" : "cudaGetDeviceCount found no CUDA device");
 }
