@@ -14,7 +14,6 @@
 #include "memplan/graph/graph.hpp"
 #include "memplan/planners/dtr.hpp"
 #include "memplan/problem.hpp"
-#include "memplan/planners/dtr/online_state.hpp"
 
 namespace {
 
@@ -49,8 +48,8 @@ problem make_fan(int n) {
 }
 
 /// The state after the forward pass: every a_i resident, made at step i.
-detail::dtr::online_state after_forward(const problem& p, bool offloads) {
-  detail::dtr::online_state s(p, std::numeric_limits<bytes_t>::max() / 2, offloads);
+online::online_state after_forward(const problem& p, bool offloads) {
+  online::online_state s(p, std::numeric_limits<bytes_t>::max() / 2, offloads);
   for (index_t step = 0; step + 1 < static_cast<index_t>(p.num_steps()); ++step) {
     s.set_step(step);
     s.advance(p.time_us[static_cast<std::size_t>(step)]);
@@ -61,7 +60,7 @@ detail::dtr::online_state after_forward(const problem& p, bool offloads) {
 
 void bm_dtr_decision(benchmark::State& st) {
   const problem p = make_fan(static_cast<int>(st.range(0)));
-  const detail::dtr::online_state s = after_forward(p, false);
+  const online::online_state s = after_forward(p, false);
   const dtr_policy policy;
   for (auto _ : st) benchmark::DoNotOptimize(policy.choose(s));
   st.SetItemsProcessed(st.iterations());
@@ -71,7 +70,7 @@ BENCHMARK(bm_dtr_decision)->Arg(1000)->Arg(10000)->Arg(100000)->Unit(benchmark::
 
 void bm_delta_decision(benchmark::State& st) {
   const problem p = make_fan(static_cast<int>(st.range(0)));
-  const detail::dtr::online_state s = after_forward(p, true);
+  const online::online_state s = after_forward(p, true);
   const device_spec dev = find_device("a100");
   const delta_policy policy(dev, {});
   for (auto _ : st) benchmark::DoNotOptimize(policy.choose(s));

@@ -10,7 +10,7 @@
 #include "memplan/cost/devices.hpp"
 #include "memplan/model/zoo.hpp"
 #include "memplan/planners/registry.hpp"
-#include "memplan/planners/dtr/online.hpp"
+#include "memplan/planners/dtr.hpp"
 #include "memplan/sim/simulator.hpp"
 #include "memplan/sim/validator.hpp"
 #include "sim_fixtures.hpp"
@@ -18,9 +18,9 @@
 namespace {
 
 using namespace memplan;
-using detail::dtr::online_state;
-using detail::dtr::release_kind;
-using detail::dtr::residence;
+using online::online_state;
+using online::release_kind;
+using online::residence;
 using test::check_valid;
 // sim_fixtures.hpp's three layers: f1 x(100) -> a1(200), f2 a1 -> a2(200),
 // f3 a2 -> a3(100), b3 a3 -> g3, b2 g3,a2 -> g2, b1 g2,a1 -> g1, b0 g1,x ->
@@ -117,7 +117,7 @@ TEST_CASE("dtr: h = c / (m s) picks the cheapest, largest, stalest tensor") {
   // h(a3) = 50 / (400 * 50) = 0.0025.
   CHECK(dtr_policy::score(100, 200, 100) == doctest::Approx(0.005));
   const dtr_policy policy;
-  const detail::dtr::release r = policy.choose(s);
+  const online::release r = policy.choose(s);
   CHECK(r.tensor == fan::a3);
   CHECK(r.kind == release_kind::evict);
 }
@@ -162,12 +162,12 @@ TEST_CASE("delta: the cost filter, min(h_r, h_o), and fetching the cheaper way")
   // (114 µs).
   s.make_offloaded(fan::a2);
   s.make_offloaded(fan::a3);
-  CHECK(policy.fetch(s, fan::a2) == detail::dtr::fetch_kind::reload);
-  CHECK(policy.fetch(s, fan::a3) == detail::dtr::fetch_kind::reload);
+  CHECK(policy.fetch(s, fan::a2) == online::fetch_kind::reload);
+  CHECK(policy.fetch(s, fan::a3) == online::fetch_kind::reload);
   const delta_policy slow(d, {.link_efficiency = 0.35});
-  CHECK(slow.fetch(s, fan::a2) == detail::dtr::fetch_kind::reload);
-  CHECK(slow.fetch(s, fan::a3) == detail::dtr::fetch_kind::recompute);
-  CHECK(policy.fetch(s, fan::x) == detail::dtr::fetch_kind::reload);  // cannot be recomputed
+  CHECK(slow.fetch(s, fan::a2) == online::fetch_kind::reload);
+  CHECK(slow.fetch(s, fan::a3) == online::fetch_kind::recompute);
+  CHECK(policy.fetch(s, fan::x) == online::fetch_kind::reload);  // cannot be recomputed
 }
 
 TEST_CASE("delta: the director (Eq. 4-6, Algo 3)") {
@@ -238,7 +238,7 @@ TEST_CASE("online runtime with dtr on three layers, worked by hand") {
   // Budget 600: b3 needs g3 with x, a1, a2, a3 resident (700). The
   // candidates are a1 (h = 100 / (200 * 100)) and a2 (read just now): a1
   // goes, and b1 recomputes it (f1, 100 µs) from x.
-  const auto r = detail::dtr::run_online(p, 600, policy, "dtr");
+  const auto r = online::run_online(p, 600, policy, "dtr");
   REQUIRE(r.result.feasible);
   CHECK(r.counts.evictions == 1);
   CHECK(r.counts.recomputations == 1);
@@ -255,7 +255,7 @@ TEST_CASE("online runtime with dtr on three layers, worked by hand") {
   // pinned) and a2: 500 > 400 with nothing to release. Infeasible, reported
   // with the op, not thrown.
   dtr_policy again;
-  const auto tight = detail::dtr::run_online(p, 400, again, "dtr");
+  const auto tight = online::run_online(p, 400, again, "dtr");
   CHECK_FALSE(tight.result.feasible);
   CHECK_MESSAGE(tight.result.reason.find("op 'f2'") != std::string::npos, tight.result.reason);
 }
@@ -267,7 +267,7 @@ TEST_CASE("online runtime: recursive rematerialisation of an evicted chain") {
   dtr_policy policy;
   // Budget 500: b3 needs 700 - 200; a1 and later a2 are evicted ... whatever
   // the choices, every plan must be valid and the recomputations show in time.
-  const auto r = detail::dtr::run_online(p, 500, policy, "dtr");
+  const auto r = online::run_online(p, 500, policy, "dtr");
   REQUIRE(r.result.feasible);
   const report rep = simulate(p, r.result, d, 500);
   REQUIRE(rep.feasible);

@@ -8,3 +8,21 @@
 
 #include "memplan/planners/dtr/delta.hpp"
 #include "memplan/planners/dtr/dtr.hpp"
+#include "memplan/planners/dtr/online.hpp"
+#include "memplan/planners/dtr/online_state.hpp"
+
+/// The online runtime's extension point: a type modelling `eviction_policy`
+/// chooses what to release (`release`, `release_kind`) from what it sees
+/// (`online_state`) whenever an allocation does not fit; `run_online` runs a
+/// schedule with it and returns what it did as an ordinary plan.
+namespace memplan::online {
+using detail::dtr::eviction_policy;
+using detail::dtr::fetch_kind;
+using detail::dtr::online_counts;
+using detail::dtr::online_result;
+using detail::dtr::online_state;
+using detail::dtr::release;
+using detail::dtr::release_kind;
+using detail::dtr::residence;
+using detail::dtr::run_online;
+}  // namespace memplan::online
