@@ -78,6 +78,7 @@
 #include <string>
 #include <vector>
 
+#include "memplan/failure.hpp"
 #include "memplan/fwd.hpp"
 #include "memplan/problem.hpp"
 
@@ -133,6 +134,10 @@ struct search_point {
 struct plan {
   std::string planner;
   bool feasible = true;
+  /// Why not feasible: `none` when feasible; else out_of_memory (its best
+  /// plan needs more than the budget), planner_gave_up, time_limit, or
+  /// invalid_plan (a planner's bug). Not stored in plan documents.
+  failure_kind kind = failure_kind::none;
   std::string reason;        ///< why not feasible; for a feasible plan, a caveat (milp: stopped early, its gap) or empty
   bytes_t budget = 0;
   bytes_t best_peak = 0;     ///< the smallest peak the planner reached, as it estimated it
@@ -230,8 +235,9 @@ class plan_builder {
     on_device_[static_cast<std::size_t>(t)] = 0;
   }
   void decide(index_t t, decision d) { plan_.decisions[static_cast<std::size_t>(t)] = d; }
-  void infeasible(std::string reason, bytes_t best_peak) {
+  void infeasible(failure_kind kind, std::string reason, bytes_t best_peak) {
     plan_.feasible = false;
+    plan_.kind = kind;
     plan_.reason = std::move(reason);
     plan_.best_peak = best_peak;
   }

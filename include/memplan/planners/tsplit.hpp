@@ -350,6 +350,7 @@ inline judged plan_with_feedback(const problem& p, const device_spec& dev, const
             .plans.front());
   }
   best.feasible = false;
+  best.kind = failure_kind::out_of_memory;
   best.best_peak = best_peak;
   best.reason = concat(name, ": ", why, "; the smallest peak reached is ", best_peak, " bytes (",
                        format_bytes(best_peak), "), the budget ", budget, " bytes (", format_bytes(budget), ")");

@@ -174,7 +174,8 @@ class executor {
 
   /// Prepares `pl` (for `p`) to run on `dev`; both must outlive the executor.
   /// Actions are issued in list order.
-  /// \throws invalid_argument if the action list is malformed (layout_of).
+  /// \throws invalid_plan (an invalid_argument of kind
+  ///         `failure_kind::invalid_plan`) if the action list is malformed.
   executor(D& dev, const problem& p, const plan& pl) : executor(dev, p, pl, nullptr) {}
 
   /// The same, issuing the actions in the order the simulator starts them
@@ -191,7 +192,7 @@ class executor {
 
  private:
   executor(D& dev, const problem& p, const plan& pl, const device_spec* timing)
-      : dev_(&dev), p_(&p), pl_(&pl), layout_(layout_of(p, pl)), extents_(device_extents(layout_)),
+      : dev_(&dev), p_(&p), pl_(&pl), layout_(checked_layout(p, pl)), extents_(device_extents(layout_)),
         device_pool_(dev, dev.arena(), pl.budget > 0 ? pl.budget : dev.arena().capacity()),
         pinned_pool_(dev, dev.pinned()) {
     events_.reserve(pl.actions.size() + 1);
@@ -222,9 +223,9 @@ class executor {
   /// on `stream`: device memory, or pinned host memory for the plan's
   /// offloaded state (a CUDA loader copies with cudaMemcpyDefault).
   /// \throws action_failed naming the action whose callback or copy threw;
-  ///         infeasible_budget if an allocation cannot fit even with nothing
-  ///         pending (the plan exceeds the budget); after either, every byte
-  ///         is back in the arenas.
+  ///         infeasible_budget (kind `failure_kind::out_of_memory`) if an
+  ///         allocation cannot fit even with nothing pending (the plan
+  ///         exceeds the budget); after either, every byte is back in the arenas.
   template <class RunOp, class Load>
   run_stats run(RunOp&& run_op, Load&& load) {
     release();
@@ -294,6 +295,15 @@ class executor {
  private:
   enum class held : std::uint8_t { none, live, pending };
 
+  /// `layout_of(p, pl)`; its refusal of a malformed action list is a
+  /// verdict on the plan, so it is thrown as `invalid_plan`.
+  static layout checked_layout(const problem& p, const plan& pl) {
+    try {
+      return layout_of(p, pl);
+    } catch (const invalid_argument& e) {
+      throw invalid_plan(e.what());
+    }
+  }
   static held& state(std::vector<held>& v, index_t i) { return v[static_cast<std::size_t>(i)]; }
   static bytes_t& offset(std::vector<bytes_t>& v, index_t i) { return v[static_cast<std::size_t>(i)]; }
   typename D::stream& stream(stream_kind k) { return streams_[static_cast<std::size_t>(k)]; }

@@ -202,7 +202,8 @@ struct milp_planner {
     plan_builder refused(p, "milp", budget);
     const auto max_ops = static_cast<std::size_t>(option_number(o, "max-ops", 120, 1, 100000));
     if (n > max_ops) {
-      refused.infeasible(detail::concat("milp: the graph has ", n, " ops, more than max-ops (", max_ops,
+      refused.infeasible(failure_kind::planner_gave_up,
+                         detail::concat("milp: the graph has ", n, " ops, more than max-ops (", max_ops,
                                         "); the integer program grows with ops squared"),
                          p.baseline_peak());
       return std::move(refused).finish();
@@ -345,7 +346,8 @@ struct milp_planner {
     }
     const auto solved = prog.solve(o.time_limit_s, o.seed);
     if (!solved.solved) {
-      refused.infeasible(solved.infeasible
+      refused.infeasible(solved.infeasible ? failure_kind::out_of_memory : failure_kind::time_limit,
+                         solved.infeasible
                              ? detail::concat("milp: no recompute-only plan fits the budget of ", budget, " bytes (",
                                               format_bytes(budget), ")")
                              : detail::concat("milp: no plan found within the time limit of ", o.time_limit_s, " s"),
@@ -400,6 +402,7 @@ struct milp_planner {
     result.best_peak = r.peak_bytes;
     if (!r.feasible) {
       result.feasible = false;
+      result.kind = r.kind;
       result.reason = "milp: internal error, the solver's plan fails in the simulator: " + r.failure;
     } else if (!solved.optimal) {
       const double base = p.baseline_time_us();
