@@ -86,14 +86,7 @@ TEST_CASE("valid plans: the validator agrees with the simulator") {
 
 TEST_CASE("read after free") {
   const problem p = chain::make();
-  plan_builder b(p, "bad", 1000);
-  b.compute(chain::f1);
-  b.compute(chain::f2);
-  b.free(chain::a1);
-  b.compute(chain::f3);
-  b.compute(chain::b3);
-  b.compute(chain::b2);
-  expect_rejected(p, std::move(b).finish(), 1000,
+  expect_rejected(p, chain::read_after_free(p, 1000), 1000,
                   "action 5 (compute 'b2') reads tensor 'a1' after action 2 (free 'a1') released it");
 }
 
@@ -122,16 +115,9 @@ TEST_CASE("over budget") {
 }
 
 TEST_CASE("a plan both invalid and over budget is an invalid plan") {
-  // The read after free below, under 9 B: x alone (10 B) is over budget too.
+  // The read after free above, under 9 B: x alone (10 B) is over budget too.
   const problem p = chain::make();
-  plan_builder b(p, "bad", 9);
-  b.compute(chain::f1);
-  b.compute(chain::f2);
-  b.free(chain::a1);
-  b.compute(chain::f3);
-  b.compute(chain::b3);
-  b.compute(chain::b2);
-  const plan pl = std::move(b).finish();
+  const plan pl = chain::read_after_free(p, 9);
   expect_rejected(p, pl, 9, "over budget at time 0");
   expect_rejected(p, pl, 9, "action 5 (compute 'b2') reads tensor 'a1' after action 2 (free 'a1') released it");
   CHECK(simulate(p, pl, dev, 9).kind == failure_kind::invalid_plan);
