@@ -30,7 +30,7 @@ namespace memplan::testing {
 [[nodiscard]] inline std::string check_plan(const problem& p, const plan& pl, const device_spec& dev, bytes_t budget) {
   using memplan::detail::concat;
   if (pl.feasible != (pl.kind == failure_kind::none)) {
-    return concat("kind: feasible is ", pl.feasible, " but the kind is ", to_string(pl.kind));
+    return concat("kind: ", pl.feasible ? "feasible" : "infeasible", " with failure kind ", to_string(pl.kind));
   }
   if (!pl.feasible) return pl.reason.empty() ? "infeasible without a reason: the plan's reason is empty" : "";
   if (pl.decisions.size() != p.num_tensors()) {

@@ -135,7 +135,8 @@ class online_runtime {
     // action (DESIGN §4, the simulator's time 0): no release can make room
     // for them.
     bool ok = state_.used() <= state_.budget() ||
-              fail(failure_kind::out_of_memory, memplan::detail::concat("the tensors without a producer need ", state_.used(), " bytes"));
+              fail(failure_kind::out_of_memory,
+                   memplan::detail::concat("the tensors without a producer need ", state_.used(), " bytes"));
     for (index_t s = 0; ok && s < n; ++s) ok = step(s);
     if (ok) b_.set_best_peak(state_.peak());
     return {std::move(b_).finish(), counts_};
@@ -239,8 +240,8 @@ class online_runtime {
     // and still nothing fits; what is left is evicting and remaking the same
     // tensors (thrashing).
     if (++step_recomputes_ > static_cast<index_t>(p_->num_steps())) {
-      return fail(failure_kind::out_of_memory,
-                  memplan::detail::concat("rematerialisation thrashes (", step_recomputes_, " recomputes for one step)"));
+      return fail(failure_kind::out_of_memory, memplan::detail::concat("rematerialisation thrashes (", step_recomputes_,
+                                                                       " recomputes for one step)"));
     }
     if (out_of_time()) return fail_time_limit();
     if (!run_op(r, action_kind::recompute)) return false;
@@ -260,8 +261,9 @@ class online_runtime {
     while (state_.used() + need > state_.budget()) {
       const release r = policy_->choose(state_);
       if (r.tensor == no_index) {
-        return fail(failure_kind::out_of_memory, memplan::detail::concat("needs ", need, " more bytes with ",
-                                                                         state_.used(), " in use; nothing left to release"));
+        return fail(failure_kind::out_of_memory,
+                    memplan::detail::concat("needs ", need, " more bytes with ", state_.used(),
+                                            " in use; nothing left to release"));
       }
       apply(r);
     }
