@@ -103,8 +103,14 @@ inline void plan_json(std::string_view text) {
   if (pl.budget < 0) return;  // the simulator refuses it with invalid_argument
   const report r = simulate(p, pl, fuzz_device(), pl.budget);
   expect(r.feasible || !r.failure.empty(), "infeasible without a failure");
+  expect(r.feasible == (r.kind == failure_kind::none), "the simulator's kind disagrees with feasible");
   if (pl.actions.size() > 400) return;  // the validator is quadratic
   const validation v = validate(p, pl, fuzz_device(), pl.budget);
+  expect(v.ok == (v.kind == failure_kind::none), "the validator's kind disagrees with ok");
+  // The validator is the stricter: a plan the simulator finds invalid, it finds invalid too.
+  if (r.kind == failure_kind::invalid_plan) {
+    expect(v.kind == failure_kind::invalid_plan, "invalid to the simulator only");
+  }
   if (v.ok) {
     expect(r.feasible, "the validator accepts a plan the simulator rejects");
     expect(v.peak_bytes == r.peak_bytes, "validator and simulator disagree on the peak");

@@ -99,19 +99,24 @@ inline plan swap_a1(const problem& p, index_t trigger, bytes_t budget) {
   return std::move(b).finish();
 }
 
-/// Frees a1 after f2 and recomputes f1 before b2. Actions: 0 f1, 1 f2,
-/// 2 free a1, 3 f3, 4 b3, 5 recompute f1, 6 b2.
-inline plan recompute_a1(const problem& p, bytes_t budget) {
-  plan_builder b(p, "recompute-a1", budget);
+/// Frees a1 after f2 and, if `recompute`, recomputes f1 before b2.
+inline plan free_a1(const problem& p, bytes_t budget, bool recompute) {
+  plan_builder b(p, recompute ? "recompute-a1" : "read-after-free", budget);
   b.compute(f1);
   b.compute(f2);
   b.free(a1);
   b.compute(f3);
   b.compute(b3);
-  b.recompute(f1);
+  if (recompute) b.recompute(f1);
   b.compute(b2);
   return std::move(b).finish();
 }
+
+/// Actions: 0 f1, 1 f2, 2 free a1, 3 f3, 4 b3, 5 recompute f1, 6 b2.
+inline plan recompute_a1(const problem& p, bytes_t budget) { return free_a1(p, budget, true); }
+
+/// An invalid plan: b2 (action 5) reads a1 after action 2 freed it.
+inline plan read_after_free(const problem& p, bytes_t budget) { return free_a1(p, budget, false); }
 }  // namespace chain
 
 // A residual block with parameters and workspace (steps in order):

@@ -62,6 +62,19 @@ runtime::run_stats run_checked(const example::float_workload& w, const plan& pl,
 
 auto checked_op(const example::float_workload& w, test::integrity& check) { return host_backend::op(w, check); }
 
+/// The verdict carried by the memplan::error `f` throws, caught as the base
+/// class as a caller that switches on it would.
+template <class F>
+failure_kind thrown_kind(F&& f) {
+  try {
+    f();
+  } catch (const error& e) {
+    return e.kind();
+  }
+  FAIL("nothing was thrown");
+  return failure_kind::none;
+}
+
 }  // namespace
 
 TEST_CASE("the workload's reference: a hand-checked matmul and the chain's shape") {
@@ -429,6 +442,7 @@ TEST_CASE("executor: allocations in the simulator's start order, not the list's:
     executor<host::device> ex(dev, p, pl);
     CHECK_THROWS_WITH_AS((void)ex.run(run_op, no_load),
                          doctest::Contains("out of device memory at action 6 (compute 'f')"), infeasible_budget);
+    CHECK(thrown_kind([&] { (void)ex.run(run_op, no_load); }) == failure_kind::out_of_memory);
     CHECK(dev.arena().in_use() == 0);
   }
   host::device dev({.arena_bytes = 3072, .pinned_bytes = pinned, .before_copy = {}});
@@ -523,6 +537,7 @@ TEST_CASE("executor faults: a throwing op or copy names the action, and every by
       FAIL("run did not throw");
     } catch (const runtime::action_failed& e) {
       CHECK(e.action == failing);
+      CHECK(e.kind() == failure_kind::none);  // the framework's op failed, not the plan
       CHECK(std::string(e.what()) == "executor: action " + std::to_string(failing) + " (compute '" +
                                          w.p.op_name[5] + "') failed: kernel exploded");
     }
@@ -564,9 +579,11 @@ TEST_CASE("executor faults: a throwing op or copy names the action, and every by
     plan tight = pl;
     tight.budget = small;
     executor<host::device> ex(dev, w.p, tight);
-    CHECK_THROWS_WITH_AS((void)ex.run([&](const op_call& call, host::stream_view) { example::run_float_op(w, call); },
-                                      loader(w)),
-                         doctest::Contains("executor: out of device memory at action"), infeasible_budget);
+    const auto op = [&](const op_call& call, host::stream_view) { example::run_float_op(w, call); };
+    CHECK_THROWS_WITH_AS((void)ex.run(op, loader(w)), doctest::Contains("executor: out of device memory at action"),
+                         infeasible_budget);
+    CHECK(thrown_kind([&] { (void)ex.run(op, loader(w)); }) == failure_kind::out_of_memory);
+    CHECK(simulate(w.p, tight, test::byte_per_us_device(), small).kind == failure_kind::out_of_memory);
     CHECK(dev.arena().in_use() == 0);
     CHECK(dev.pinned().in_use() == 0);
   }
@@ -575,12 +592,15 @@ TEST_CASE("executor faults: a throwing op or copy names the action, and every by
     bad.actions.front().step = 999;
     host::device dev({.arena_bytes = budget, .pinned_bytes = pinned, .before_copy = {}});
     CHECK_THROWS_WITH_AS(executor<host::device>(dev, w.p, bad),
-                         "invalid plan: action 0 (compute) names step 999, but the problem has 33 steps", invalid_argument);
+                         "invalid plan: action 0 (compute) names step 999, but the problem has 33 steps", invalid_plan);
+    CHECK(thrown_kind([&] { executor<host::device>(dev, w.p, bad); }) == failure_kind::invalid_plan);
     plan unread = keep_all_plan(w.p, budget);
     std::swap(unread.actions[0], unread.actions[1]);  // relu1 before matmul1 made z1
     CHECK_THROWS_WITH_AS(executor<host::device>(dev, w.p, unread),
                          "invalid plan: action 0 (compute 'relu1'): tensor 'z1' is not on the device; nothing has made it yet",
-                         invalid_argument);
+                         invalid_argument);  // an invalid_plan is an invalid_argument too
+    CHECK(thrown_kind([&] { executor<host::device>(dev, w.p, unread); }) == failure_kind::invalid_plan);
+    CHECK(simulate(w.p, unread, test::byte_per_us_device(), budget).kind == failure_kind::invalid_plan);
   }
 }
 

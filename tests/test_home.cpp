@@ -320,4 +320,9 @@ TEST_CASE("a time limit returns the best plan of the iterations done; progress r
   REQUIRE(lines.size() == 1);
   CHECK(lines[0].starts_with("home: iteration 1/1000, best "));
   CHECK(validate(p, pl, dev, std::max<bytes_t>(600, pl.best_peak)).ok);
+  // Under 99 B nothing fits (x alone is 100 B): cut short by the limit, the
+  // verdict is the time limit; after every iteration, out of memory.
+  o.progress = nullptr;
+  CHECK(find_planner("home").run(p, dev, 99, o).kind == failure_kind::time_limit);
+  CHECK(find_planner("home").run(p, dev, 99, swarm(2, 8)).kind == failure_kind::out_of_memory);
 }

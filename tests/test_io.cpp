@@ -330,7 +330,7 @@ TEST_CASE("memplan-plan: round trip with every action kind, parts and waits") {
   b.decide(2, memplan::decision::swap);
   b.decide(6, memplan::decision::recompute);
   b.decide(3, memplan::decision::split);
-  b.infeasible("op 'relu_grad' needs 9.7 KiB", 9900);
+  b.infeasible(memplan::failure_kind::out_of_memory, "op 'relu_grad' needs 9.7 KiB", 9900);
   const auto pl = std::move(b).finish();
 
   std::ostringstream out;

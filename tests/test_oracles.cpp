@@ -138,7 +138,7 @@ TEST_CASE("revolve on chains of 4 to 24 layers: t(l, s) - (l - 1) recomputations
     }
     // Below one slot's budget nothing fits; the plan says what it needs.
     const plan none_fits = run("revolve", p, slot_budget(1) - 1);
-    CHECK_FALSE(none_fits.feasible);
+    CHECK(none_fits.kind == failure_kind::out_of_memory);
     CHECK(none_fits.best_peak == slot_budget(1));
     CHECK(none_fits.reason.find("1 slot needs 310 bytes") != std::string::npos);
   }
@@ -147,7 +147,7 @@ TEST_CASE("revolve on chains of 4 to 24 layers: t(l, s) - (l - 1) recomputations
 TEST_CASE("revolve refuses graphs that are not chains, naming the op") {
   const problem p = test::residual::make();  // `add` reads a and c
   const plan pl = run("revolve", p, 1000);
-  CHECK_FALSE(pl.feasible);
+  CHECK(pl.kind == failure_kind::planner_gave_up);
   CHECK(pl.reason == "revolve: not a chain: forward op 'add' reads 'a', which is not the output of the forward op "
                      "just before it");
   planner_options zero;
@@ -191,7 +191,7 @@ TEST_CASE("milp on a three-op chain: the optimum by hand") {
   CHECK(tight.peak_bytes == 300);
   // Below x + a1 + a2 (f2 needs its input and output) nothing fits.
   const plan none_fits = run("milp", p, 299);
-  CHECK_FALSE(none_fits.feasible);
+  CHECK(none_fits.kind == failure_kind::out_of_memory);
   CHECK(none_fits.reason == "milp: no recompute-only plan fits the budget of 299 bytes (299 B)");
 }
 

@@ -67,7 +67,7 @@ TEST_CASE("auto keeps everything where everything fits, and names every verdict 
 
   // 1 MiB: less than resnet50's parameters alone (25.6 M floats).
   const plan nothing = find_planner("auto").run(p, dev, bytes_t{1} << 20, planner_options{});
-  CHECK_FALSE(nothing.feasible);
+  CHECK(nothing.kind == failure_kind::out_of_memory);
   CHECK_MESSAGE(nothing.reason.starts_with("auto: none of the 10 planners' plans fits; the lowest peak, "),
                 nothing.reason);
   for (const char* name : {"capuchin: ", "tsplit: ", "dtr: ", "delta: ", "revolve: "}) {
@@ -102,6 +102,12 @@ TEST_CASE("auto's portfolio option and time limit") {
                     "auto: none's plan, the fastest of the 1 of 1 planners whose plans fit (the time limit of 1e-09 s "
                     "ran out before 9 more)",
                 first.reason);
+  // Where the one member that ran does not fit, the time limit is the verdict.
+  const plan starved = find_planner("auto").run(p, dev, bytes_t{1} << 20, spent);
+  CHECK(starved.kind == failure_kind::time_limit);
+  CHECK_MESSAGE(starved.reason.starts_with("auto: none of the 1 planners' plans fits (the time limit of 1e-09 s ran "
+                                           "out before 9 more)"),
+                starved.reason);
 
   o.extra["portfolio"] = "none,auto";
   CHECK_THROWS_WITH_AS(find_planner("auto").run(p, dev, budget, o),

@@ -36,6 +36,7 @@
 #include "memplan/testing/integrity.hpp"
 #include "memplan/testing/properties.hpp"
 #include "memplan/testing/shrink.hpp"
+#include "sim_fixtures.hpp"
 
 namespace {
 
@@ -219,6 +220,22 @@ TEST_CASE("the lower bound on a hand-checked graph") {
   const problem p = compile(g);
   CHECK(testing::peak_lower_bound(p) == 670);
   CHECK(p.baseline_peak() == 710);
+}
+
+TEST_CASE("check_plan: an infeasible plan says why, with a failure kind; a feasible one has none") {
+  // The chain of sim_fixtures.hpp: keeping every tensor peaks at 400 B.
+  const problem p = test::chain::make();
+  const device_spec dev = test::byte_per_us_device();
+  plan pl = keep_all_plan(p, 350);
+  pl.feasible = false;
+  pl.reason = "keeping every tensor needs 400 bytes";
+  CHECK(testing::check_plan(p, pl, dev, 350) == "kind: infeasible with failure kind none");
+  pl.kind = failure_kind::out_of_memory;
+  CHECK(testing::check_plan(p, pl, dev, 350) == "");
+  pl = keep_all_plan(p, 400);
+  CHECK(testing::check_plan(p, pl, dev, 400) == "");
+  pl.kind = failure_kind::time_limit;
+  CHECK(testing::check_plan(p, pl, dev, 400) == "kind: feasible with failure kind time_limit");
 }
 
 TEST_CASE("the shrinker finds the smallest graph that still fails") {

@@ -532,7 +532,7 @@ TEST_CASE("tsplit-nosplit: infeasible budgets give the smallest peak reached and
   // can remove (the parameter x can: it lives in host memory then, see
   // "offloaded state" below).
   const plan pl = run("tsplit-nosplit", p, dev, 550);
-  CHECK_FALSE(pl.feasible);
+  CHECK(pl.kind == failure_kind::out_of_memory);
   CHECK(pl.best_peak >= 600);
   CHECK(pl.reason.find("'b1'") != std::string::npos);
   check_valid(p, pl, dev);
@@ -709,8 +709,10 @@ TEST_CASE("micro-ops and micro-tensors: Fig. 8 by hand, simulator and validator 
   // Out of order, or a whole release of a tensor held as micro-tensors: invalid.
   plan bad = pl;
   std::swap(bad.actions[4], bad.actions[6]);
-  CHECK(simulate(p, bad, dev, 2000).failure.find("out of order") != std::string::npos);
-  CHECK_FALSE(validate(p, bad, dev, 2000).ok);
+  const report out_of_order = simulate(p, bad, dev, 2000);
+  CHECK(out_of_order.kind == failure_kind::invalid_plan);
+  CHECK(out_of_order.failure.find("out of order") != std::string::npos);
+  CHECK(validate(p, bad, dev, 2000).kind == failure_kind::invalid_plan);
   plan whole = pl;
   whole.actions[7] = {action_kind::free, no_index, fig7::s4, 1, no_index};
   CHECK_FALSE(simulate(p, whole, dev, 2000).feasible);

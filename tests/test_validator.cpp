@@ -24,10 +24,12 @@ namespace residual = memplan::test::residual;
 
 const device_spec dev = memplan::test::byte_per_us_device();
 
-/// The validator rejects `pl` with an error containing `needle`.
-void expect_rejected(const problem& p, const plan& pl, bytes_t budget, std::string_view needle) {
+/// The validator rejects `pl` as `kind` with an error containing `needle`.
+void expect_rejected(const problem& p, const plan& pl, bytes_t budget, std::string_view needle,
+                     failure_kind kind = failure_kind::invalid_plan) {
   const validation v = validate(p, pl, dev, budget);
   CHECK_FALSE(v.ok);
+  CHECK(v.kind == kind);
   bool found = false;
   for (const std::string& e : v.errors) found = found || e.find(needle) != std::string::npos;
   INFO("expected an error containing: ", needle);
@@ -40,6 +42,7 @@ void expect_accepted(const problem& p, const plan& pl, bytes_t budget, bytes_t p
   const validation v = validate(p, pl, dev, budget);
   for (const std::string& e : v.errors) INFO(e);
   CHECK(v.ok);
+  CHECK(v.kind == failure_kind::none);
   CHECK(v.errors.empty());
   const report r = simulate(p, pl, dev, budget);
   CHECK(r.feasible);
@@ -84,14 +87,7 @@ TEST_CASE("valid plans: the validator agrees with the simulator") {
 
 TEST_CASE("read after free") {
   const problem p = chain::make();
-  plan_builder b(p, "bad", 1000);
-  b.compute(chain::f1);
-  b.compute(chain::f2);
-  b.free(chain::a1);
-  b.compute(chain::f3);
-  b.compute(chain::b3);
-  b.compute(chain::b2);
-  expect_rejected(p, std::move(b).finish(), 1000,
+  expect_rejected(p, chain::read_after_free(p, 1000), 1000,
                   "action 5 (compute 'b2') reads tensor 'a1' after action 2 (free 'a1') released it");
 }
 
@@ -107,10 +103,25 @@ TEST_CASE("double free") {
 }
 
 TEST_CASE("over budget") {
-  // keep-all peaks at 400 B (b3); at 399 B b3 can never allocate g2.
+  // keep-all peaks at 400 B (b3); at 399 B b3 can never allocate g2: out of
+  // memory, as the simulator says.
   const problem p = chain::make();
   expect_rejected(p, keep_all_plan(p, 399), 399,
-                  "over budget: action 3 (compute 'b3') needs 100 bytes at 700 us with 300 in use");
+                  "over budget: action 3 (compute 'b3') needs 100 bytes at 700 us with 300 in use",
+                  failure_kind::out_of_memory);
+  CHECK(simulate(p, keep_all_plan(p, 399), dev, 399).kind == failure_kind::out_of_memory);
+  // x (10 B) alone does not fit 9 B.
+  expect_rejected(p, keep_all_plan(p, 9), 9, "over budget at time 0: the tensors without a producer take 10 bytes",
+                  failure_kind::out_of_memory);
+}
+
+TEST_CASE("a plan both invalid and over budget is an invalid plan") {
+  // The read after free above, under 9 B: x alone (10 B) is over budget too.
+  const problem p = chain::make();
+  const plan pl = chain::read_after_free(p, 9);
+  expect_rejected(p, pl, 9, "over budget at time 0");
+  expect_rejected(p, pl, 9, "action 5 (compute 'b2') reads tensor 'a1' after action 2 (free 'a1') released it");
+  CHECK(simulate(p, pl, dev, 9).kind == failure_kind::invalid_plan);
 }
 
 TEST_CASE("a swap-in ordered after its swap-out only by luck of timing") {
@@ -181,7 +192,7 @@ TEST_CASE("structure: out of range, waits forward, steps not computed once") {
   pl.waits.push_back(6);
   pl.wait_begin.push_back(static_cast<index_t>(pl.waits.size()));
   const validation v = validate(p, pl, dev, 1000);
-  CHECK_FALSE(v.ok);
+  CHECK(v.kind == failure_kind::invalid_plan);
   REQUIRE(v.errors.size() == 3);
   CHECK(v.errors[0] == "action 1 (compute): step 7 is out of range [0, 5)");
   CHECK(v.errors[1] == "action 5 (free): tensor 42 is out of range [0, 6)");
@@ -272,12 +283,13 @@ TEST_CASE("N-version: random valid plans, the validator and the simulator agree"
     INFO("round ", round, ": budget ", budget, ", simulator: ", r.failure);
     for (const std::string& e : v.errors) INFO(e);
     CHECK(r.feasible == v.ok);
+    CHECK(r.kind == v.kind);
     CHECK(r.peak_bytes == v.peak_bytes);
     if (r.feasible) {
       CHECK(r.time_us == v.time_us);
       ++feasible;
     } else {
-      CHECK(r.failure.starts_with("out of memory"));
+      CHECK(r.kind == failure_kind::out_of_memory);
       ++out_of_memory;
     }
   }

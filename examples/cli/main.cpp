@@ -11,7 +11,9 @@
 //   memplan validate --graph G --plan P --budget SIZE [--device D] [--json]
 //   memplan import   --dtr-log FILE [--out g.json]
 //
-// Exit status: 0 success, 1 bad input, 2 infeasible budget.
+// Exit status (DESIGN.md §8), from the verdict's failure_kind: 0 success,
+// 1 bad input or an invalid plan, 2 no plan fits the budget (out of memory),
+// 3 the planner refuses the input or runs out of time.
 
 #include <unistd.h>
 
@@ -66,8 +68,17 @@ std::vector<option_spec> accepted(std::initializer_list<option_spec> own, bool w
   return all;
 }
 
-/// Thrown to leave with exit status 2 after a report was printed.
-struct infeasible_exit {};
+/// DESIGN.md §8's exit status for a verdict.
+int exit_status(failure_kind k) {
+  switch (k) {
+    case failure_kind::none: return 0;
+    case failure_kind::invalid_plan: return 1;
+    case failure_kind::out_of_memory: return 2;
+    case failure_kind::planner_gave_up:
+    case failure_kind::time_limit: return 3;
+  }
+  return 1;
+}
 
 device_spec load_device(const arguments& args, std::string_view fallback) {
   device_spec d = find_device(args.get("device").value_or(std::string(fallback)));
@@ -182,16 +193,26 @@ planned run_planner(const planner_entry& planner, const problem& p, const device
   return {std::move(result), std::move(sim), planning_time_s, host, std::move(host_failure)};
 }
 
-bool succeeded(const planned& r) { return r.result.feasible && r.sim.feasible && r.host_failure.empty(); }
+/// The verdict on `r`: the planner's own (a plan read from a file has
+/// none), else the simulator's, else the host memory's (out of memory).
+failure_kind verdict_of(const planned& r) {
+  if (r.result.kind != failure_kind::none) return r.result.kind;
+  if (r.sim.kind != failure_kind::none) return r.sim.kind;
+  return r.host_failure.empty() ? failure_kind::none : failure_kind::out_of_memory;
+}
 
-/// Why `r` did not succeed: the planner's reason, the simulator's failure, or the host memory.
+bool succeeded(const planned& r) { return verdict_of(r) == failure_kind::none; }
+
+/// Why `r` did not succeed, from the same source as `verdict_of`.
 const std::string& failure_of(const planned& r) {
-  return !r.result.feasible ? r.result.reason : !r.sim.feasible ? r.sim.failure : r.host_failure;
+  if (r.result.kind != failure_kind::none) return r.result.reason;
+  return r.sim.kind != failure_kind::none ? r.sim.failure : r.host_failure;
 }
 
 json row_json(const planned& r) {
   json j = to_json(r.sim);
   j["feasible"] = succeeded(r);
+  if (!succeeded(r)) j["failure_kind"] = std::string(to_string(verdict_of(r)));
   if (!r.result.reason.empty()) j["reason"] = r.result.reason;  // infeasible: why; else a caveat (milp's gap)
   j["planning_time_s"] = r.planning_time_s;
   if (r.host_bytes > 0) j["host_bytes"] = r.host_bytes;
@@ -386,8 +407,7 @@ int cmd_plan(const arguments& args) {
     }
     if (r.host_bytes > 0) std::cout << "host memory: " << format_bytes(r.host_bytes) << " of pinned host copies at most\n";
   }
-  if (!succeeded(r)) throw infeasible_exit{};
-  return 0;
+  return exit_status(verdict_of(r));
 }
 
 int cmd_compare(const arguments& args) {
@@ -532,10 +552,9 @@ int cmd_simulate(const arguments& args) {
   } else {
     print_problem_line(std::cout, p, d, budget);
     print_table(std::cout, row_header, {row_cells(r)});
-    if (!r.sim.feasible) std::cout << "infeasible: " << r.sim.failure << "\n";
+    if (!succeeded(r)) std::cout << "infeasible: " << failure_of(r) << "\n";
   }
-  if (!succeeded(r)) throw infeasible_exit{};
-  return 0;
+  return exit_status(verdict_of(r));
 }
 
 int cmd_validate(const arguments& args) {
@@ -544,8 +563,9 @@ int cmd_validate(const arguments& args) {
   const bytes_t budget = read_budget(args, p);
   const validation v = validate(p, result, d, budget);
   if (args.has("json")) {
-    std::cout << json{{"valid", v.ok}, {"errors", v.errors}, {"peak_bytes", v.peak_bytes}, {"time_s", v.time_us / 1e6}}.dump(2)
-              << "\n";
+    json j{{"valid", v.ok}, {"errors", v.errors}, {"peak_bytes", v.peak_bytes}, {"time_s", v.time_us / 1e6}};
+    if (!v.ok) j["failure_kind"] = std::string(to_string(v.kind));
+    std::cout << j.dump(2) << "\n";
   } else if (v.ok) {
     std::cout << "valid: peak " << v.peak_bytes << " B (" << format_bytes(v.peak_bytes) << ") within " << budget
               << " B, time "
@@ -553,7 +573,7 @@ int cmd_validate(const arguments& args) {
   } else {
     for (const auto& e : v.errors) std::cerr << "invalid: " << e << "\n";
   }
-  return v.ok ? 0 : 1;
+  return exit_status(v.kind);
 }
 
 const char* usage =
@@ -625,17 +645,17 @@ int main(int argc, char** argv) {
   }
   bool as_json = false;
   for (const auto* w : words) as_json = as_json || std::string_view(w) == "--json";
-  const auto fail = [&](const char* kind, const std::string& message, int status) {
+  const auto fail = [&](std::string_view kind, const std::string& message, int status) {
     std::cerr << "memplan: " << message << "\n";
-    if (as_json) std::cout << nlohmann::json{{"error", {{"kind", kind}, {"message", message}}}}.dump(2) << "\n";
+    if (as_json) {
+      std::cout << nlohmann::json{{"error", {{"kind", std::string(kind)}, {"message", message}}}}.dump(2) << "\n";
+    }
     return status;
   };
   try {
     return cli::dispatch(argv[1], words.subspan(2));
-  } catch (const cli::infeasible_exit&) {
-    return 2;
-  } catch (const infeasible_budget& e) {
-    return fail("infeasible_budget", e.what(), 2);
+  } catch (const infeasible_budget& e) {  // a verdict: its kind names it and sets the status
+    return fail(to_string(e.kind()), e.what(), cli::exit_status(e.kind()));
   } catch (const invalid_graph& e) {
     return fail("invalid_graph", e.what(), 1);
   } catch (const invalid_argument& e) {

@@ -7,11 +7,24 @@
 #include <string>
 #include <utility>
 
+#include "memplan/failure.hpp"
+
 namespace memplan {
 
 /// Base of every exception memplan throws.
 struct error : std::runtime_error {
   using std::runtime_error::runtime_error;
+
+  /// \returns the verdict on a plan this error carries: `out_of_memory`
+  ///          (infeasible_budget), `invalid_plan` (invalid_plan); `none` for
+  ///          the errors that judge no plan (malformed input, CUDA failures).
+  [[nodiscard]] failure_kind kind() const noexcept { return kind_; }
+
+ protected:
+  error(const std::string& message, failure_kind kind) : std::runtime_error(message), kind_(kind) {}
+
+ private:
+  failure_kind kind_ = failure_kind::none;
 };
 
 /// A graph, plan or other document is malformed; the message names the field
@@ -25,10 +38,19 @@ struct invalid_argument : error {
   using error::error;
 };
 
+/// A plan breaks plan.hpp's rules (`kind()` is `failure_kind::invalid_plan`):
+/// thrown where a caller demands a plan that runs (the executor); the
+/// simulator and the validator report it instead.
+struct invalid_plan : invalid_argument {
+  explicit invalid_plan(const std::string& message) : invalid_argument(message, failure_kind::invalid_plan) {}
+};
+
 /// A budget cannot be met at all (thrown only where a caller demands a
 /// feasible plan; planners report infeasibility in the plan instead).
+/// `kind()` says why: `out_of_memory` unless the thrower says otherwise.
 struct infeasible_budget : error {
-  using error::error;
+  explicit infeasible_budget(const std::string& message, failure_kind kind = failure_kind::out_of_memory)
+      : error(message, kind) {}
 };
 
 /// A CUDA runtime call failed.

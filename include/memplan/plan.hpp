@@ -78,6 +78,7 @@
 #include <string>
 #include <vector>
 
+#include "memplan/failure.hpp"
 #include "memplan/fwd.hpp"
 #include "memplan/problem.hpp"
 
@@ -133,6 +134,10 @@ struct search_point {
 struct plan {
   std::string planner;
   bool feasible = true;
+  /// Why not feasible: `none` when feasible; else out_of_memory (its best
+  /// plan needs more than the budget), planner_gave_up, time_limit, or
+  /// invalid_plan (a planner's bug). Not stored in plan documents.
+  failure_kind kind = failure_kind::none;
   std::string reason;        ///< why not feasible; for a feasible plan, a caveat (milp: stopped early, its gap) or empty
   bytes_t budget = 0;
   bytes_t best_peak = 0;     ///< the smallest peak the planner reached, as it estimated it

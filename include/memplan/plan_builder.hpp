@@ -79,8 +79,9 @@ class plan_builder {
     if (walking_) walk_.offload(t, deriver_);
   }
   void decide(index_t t, decision d) { plan_.decisions[static_cast<std::size_t>(t)] = d; }
-  void infeasible(std::string reason, bytes_t best_peak) {
+  void infeasible(failure_kind kind, std::string reason, bytes_t best_peak) {
     plan_.feasible = false;
+    plan_.kind = kind;
     plan_.reason = std::move(reason);
     plan_.best_peak = best_peak;
   }

@@ -3,6 +3,8 @@
 /// A simulator report as JSON: the row `memplan plan --json` and each
 /// `compare --json` row print (DESIGN.md §8). The CLI adds `planning_time_s`.
 
+#include <string>
+
 #include <nlohmann/json.hpp>
 
 #include "memplan/sim/report.hpp"
@@ -13,7 +15,7 @@ namespace memplan::io {
 /// bytes swapped out (each swapped tensor once, as the papers count it);
 /// `swapped_in_bytes` counts the way back; `offloaded_state_bytes` is the
 /// state the plan keeps in host memory between iterations (plan.hpp).
-/// `failure` only when infeasible.
+/// `failure_kind` (`to_string(r.kind)`) and `failure` only when infeasible.
 [[nodiscard]] inline nlohmann::json to_json(const report& r) {
   constexpr double us_per_s = 1e6;
   nlohmann::json j = {
@@ -33,7 +35,10 @@ namespace memplan::io {
       {"stall_s", r.stall_us / us_per_s},
       {"recompute_s", r.recompute_us / us_per_s},
   };
-  if (!r.feasible) j["failure"] = r.failure;
+  if (!r.feasible) {
+    j["failure_kind"] = std::string(to_string(r.kind));
+    j["failure"] = r.failure;
+  }
   return j;
 }
 

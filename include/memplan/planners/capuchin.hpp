@@ -105,7 +105,8 @@ struct outcome {
     outcome out;
     out.measured = m;
     plan_builder b(p, "capuchin", budget);
-    b.infeasible("capuchin: measured execution cannot run: " + m.failure, p.baseline_peak());
+    b.infeasible(failure_kind::out_of_memory, "capuchin: measured execution cannot run: " + m.failure,
+                 p.baseline_peak());
     out.result = std::move(b).finish();
     return out;
   }

@@ -209,6 +209,8 @@ struct home_planner {
     for (const plan& s : seed_plans) seeds.push_back(fm.placement_of(s));
     const auto r = detail::home::search(p, dev, budget, fm, settings, o, seeds);
     plan result = detail::home::emit(p, fm, r.best, budget).finish(dev);
+    // Stopped by the time limit before its last iteration: more time might find a plan that fits.
+    if (!result.feasible && r.iterations_done < settings.iterations) result.kind = failure_kind::time_limit;
     result.history = r.history;
     return best_of(p, dev, budget, std::move(result), seed_plans);
   }

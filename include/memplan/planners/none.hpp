@@ -14,6 +14,7 @@ struct none_planner {
     const bytes_t peak = p.baseline_peak();
     if (peak > budget) {
       result.feasible = false;
+      result.kind = failure_kind::out_of_memory;
       result.reason = detail::concat("keeping every tensor needs ", peak, " bytes at its peak; the budget is ",
                                      budget, " bytes");
     }

@@ -90,6 +90,7 @@ struct portfolio_planner {
       return fastest;
     }
     closest.feasible = false;
+    closest.kind = ran < static_cast<int>(names.size()) ? failure_kind::time_limit : failure_kind::out_of_memory;
     closest.reason = detail::concat("auto: none of the ", ran, " planners' plans fits", skipped, "; the lowest peak, ",
                                     format_bytes(closest.best_peak), ", is ", closest_name, "'s: ", verdicts);
     return closest;

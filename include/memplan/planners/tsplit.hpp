@@ -349,6 +349,7 @@ class feedback_rounds {
       best_ = std::move(plan_once(*p_, *dev_, *assumed_, name_, budget_, target, options_, sim_).plans.front());
     }
     best_.feasible = false;
+    best_.kind = failure_kind::out_of_memory;
     best_.best_peak = best_peak_;
     best_.reason = concat(name_, ": ", why_, "; the smallest peak reached is ", best_peak_, " bytes (",
                           format_bytes(best_peak_), "), the budget ", budget_, " bytes (", format_bytes(budget_), ")");

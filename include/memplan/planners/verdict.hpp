@@ -23,6 +23,7 @@ inline void record_verdict(const problem& p, plan& pl, const report& r, const de
   }
   const report unlimited = sim.run(p, pl, dev, simulator::unlimited);
   pl.feasible = false;
+  pl.kind = r.kind;
   pl.best_peak = unlimited.peak_bytes;
   pl.reason = concat(pl.planner, ": the plan needs ", unlimited.peak_bytes, " bytes (",
                      format_bytes(unlimited.peak_bytes), ") at its peak; the budget is ", pl.budget, " bytes (",

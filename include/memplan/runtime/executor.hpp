@@ -174,7 +174,8 @@ class executor {
 
   /// Prepares `pl` (for `p`) to run on `dev`; both must outlive the executor.
   /// Actions are issued in list order.
-  /// \throws invalid_argument if the action list is malformed (layout_of).
+  /// \throws invalid_plan (an invalid_argument of kind
+  ///         `failure_kind::invalid_plan`) if the action list is malformed.
   executor(D& dev, const problem& p, const plan& pl) : executor(dev, p, pl, nullptr) {}
 
   /// The same, issuing the actions in the order the simulator starts them
@@ -222,9 +223,9 @@ class executor {
   /// on `stream`: device memory, or pinned host memory for the plan's
   /// offloaded state (a CUDA loader copies with cudaMemcpyDefault).
   /// \throws action_failed naming the action whose callback or copy threw;
-  ///         infeasible_budget if an allocation cannot fit even with nothing
-  ///         pending (the plan exceeds the budget); after either, every byte
-  ///         is back in the arenas.
+  ///         infeasible_budget (kind `failure_kind::out_of_memory`) if an
+  ///         allocation cannot fit even with nothing pending (the plan
+  ///         exceeds the budget); after either, every byte is back in the arenas.
   template <class RunOp, class Load>
   run_stats run(RunOp&& run_op, Load&& load) {
     release();

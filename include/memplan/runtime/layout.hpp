@@ -334,8 +334,8 @@ inline bytes_t pinned_in_list_order(const layout& l) {
 }  // namespace detail
 
 /// Derives the buffers of `pl` by the plan walk (plan_walk.hpp).
-/// \throws invalid_argument naming the action and the rule if plan.hpp's
-///         rules reject the list (the simulator's verdict "invalid plan").
+/// \throws invalid_plan naming the action and the rule if plan.hpp's rules
+///         reject the list (the simulator's verdict, word for word).
 [[nodiscard]] inline layout layout_of(const problem& p, const plan& pl) {
   layout l;
   l.load = static_cast<index_t>(pl.actions.size());
@@ -344,7 +344,7 @@ inline bytes_t pinned_in_list_order(const layout& l) {
   l.kept_host.assign(p.num_tensors(), no_index);
   detail::layout_recorder recorder(p, pl, l);
   plan_walk walk;
-  if (!walk.run(p, pl, recorder)) throw invalid_argument("invalid plan: " + walk.why());
+  if (!walk.run(p, pl, recorder)) throw invalid_plan("invalid plan: " + walk.why());
   for (std::size_t t = 0; t < p.num_tensors(); ++t) {
     l.kept_device[t] = walk.device_copy(static_cast<index_t>(t));
     l.kept_host[t] = walk.host_copy(static_cast<index_t>(t));

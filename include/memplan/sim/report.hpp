@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "memplan/failure.hpp"
 #include "memplan/fwd.hpp"
 #include "memplan/plan.hpp"
 
@@ -29,8 +30,10 @@ struct memory_point {
 struct report {
   std::string planner;
   bool feasible = false;
-  /// Why not feasible, empty when feasible: "out of memory at action 17
-  /// (compute 'conv3'): ..." or "invalid plan: ...".
+  /// The verdict: `none` when feasible, else out_of_memory or invalid_plan.
+  failure_kind kind = failure_kind::none;
+  /// Why not feasible, for people (decide on `kind`), empty when feasible:
+  /// "out of memory at action 17 (compute 'conv3'): ..." or "invalid plan: ...".
   std::string failure;
 
   bytes_t budget_bytes = 0;

@@ -73,7 +73,8 @@ class simulator {
 
   /// Simulates `pl` on `dev` under `budget`.
   /// \returns a report; an out-of-memory or invalid plan gives
-  ///          `feasible == false` and a `failure` naming the action, never an exception.
+  ///          `feasible == false`, its `kind` and a `failure` naming the
+  ///          action, never an exception.
   /// \throws invalid_argument if `budget` is negative.
   report run(const problem& p, const plan& pl, const device_spec& dev, bytes_t budget,
              const simulate_options& opts = {}) {
@@ -117,7 +118,7 @@ class simulator {
       if (!unbounded || r.peak_bytes > budget) {
         r.memory_curve.clear();
         execute(p, pl, budget, opts, r);
-        needs_rerun = need != nullptr && !unbounded && !r.failure.empty();
+        needs_rerun = need != nullptr && !unbounded && r.kind != failure_kind::none;
       }
       if (opts.record_timeline) {
         for (std::size_t i = 0; i < pl.actions.size(); ++i) {
@@ -125,7 +126,7 @@ class simulator {
         }
       }
     }
-    r.feasible = r.failure.empty();
+    r.feasible = r.kind == failure_kind::none;
     r.overhead = r.baseline_time_us > 0 ? r.time_us / r.baseline_time_us - 1 : 0;
     if (needs_rerun) {
       const report free_run = run(p, pl, dev, unlimited, {}, nullptr);
@@ -166,6 +167,7 @@ class simulator {
   };
 
   bool fail(std::string why, report& r) {
+    r.kind = failure_kind::invalid_plan;
     r.failure = "invalid plan: " + std::move(why);
     return false;
   }
@@ -471,6 +473,7 @@ class simulator {
       r.stall_us = r.time_us - compute_busy;
     };
     if (in_use > budget) {
+      r.kind = failure_kind::out_of_memory;
       r.failure = detail::concat("out of memory at time 0: the tensors without a producer need ",
                                  format_bytes(in_use), ", budget ", format_bytes(budget));
       return;
@@ -600,6 +603,7 @@ class simulator {
     // actions, so the earliest unstarted action is a head that is ready but
     // for memory: `blocked` is set, and its allocation can never fit.
     const bytes_t need = info_[static_cast<std::size_t>(blocked)].alloc;
+    r.kind = failure_kind::out_of_memory;
     r.failure = detail::concat("out of memory at ", plan_walk::describe(p, pl, blocked), ", at ", now, " us: needs ",
                                format_bytes(need), " (", format_bytes(in_use + need - budget),
                                " more than is free), ", format_bytes(in_use), " in use, budget ",

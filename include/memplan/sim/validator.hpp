@@ -27,6 +27,7 @@
 #include "memplan/cost/device.hpp"
 #include "memplan/cost/split.hpp"
 #include "memplan/error.hpp"
+#include "memplan/failure.hpp"
 #include "memplan/graph/vocabulary.hpp"
 #include "memplan/plan.hpp"
 #include "memplan/problem.hpp"
@@ -36,6 +37,9 @@ namespace memplan {
 /// The validator's verdict.
 struct validation {
   bool ok = true;                   ///< no violation found
+  /// `none` when ok; out_of_memory when the only violation is the budget;
+  /// else invalid_plan.
+  failure_kind kind = failure_kind::none;
   std::vector<std::string> errors;  ///< one message per violation, naming the action, op and tensor
   bytes_t peak_bytes = 0;           ///< highest device memory in use
   double time_us = 0;               ///< when the last action ends
@@ -75,7 +79,13 @@ inline std::string name_of(const problem& p, const plan& pl, index_t a) {
   validation v;
   const auto error = [&v](std::string message) {
     v.ok = false;
+    v.kind = failure_kind::invalid_plan;
     v.errors.push_back(std::move(message));
+  };
+  const auto over_budget = [&v, &error](std::string message) {
+    const bool only = v.ok;
+    error(std::move(message));
+    if (only) v.kind = failure_kind::out_of_memory;
   };
   const auto n = static_cast<index_t>(pl.actions.size());
   const auto steps = static_cast<index_t>(p.num_steps());
@@ -477,8 +487,8 @@ inline std::string name_of(const problem& p, const plan& pl, index_t a) {
     else at(needs, b.maker) += b.bytes;
   }
   if (v.peak_bytes > budget) {
-    error(concat("over budget at time 0: the tensors without a producer take ", v.peak_bytes, " bytes, budget ",
-                 budget));
+    over_budget(concat("over budget at time 0: the tensors without a producer take ", v.peak_bytes,
+                       " bytes, budget ", budget));
     return v;
   }
   double now = 0;
@@ -516,8 +526,8 @@ inline std::string name_of(const problem& p, const plan& pl, index_t a) {
       if (freed_at(b) > now) next = std::min(next, freed_at(b));
     }
     if (next == never) {
-      error(concat("over budget: ", name_of(p, pl, waiting), " needs ", at(needs, waiting), " bytes at ", now,
-                   " us with ", in_use(now), " in use and nothing left to free; budget ", budget));
+      over_budget(concat("over budget: ", name_of(p, pl, waiting), " needs ", at(needs, waiting), " bytes at ",
+                         now, " us with ", in_use(now), " in use and nothing left to free; budget ", budget));
       break;
     }
     now = next;

@@ -4,8 +4,8 @@
 /// place for property tests, regression replays and planners' own tests:
 /// a feasible plan passes the independent validator, the simulator accepts
 /// it with a peak within the budget (and not below the problem's lower
-/// bound), the two agree on peak and time; an infeasible plan says why; a
-/// planner never throws on a well-formed problem.
+/// bound), the two agree on peak and time; an infeasible plan says why, with
+/// a failure kind; a planner never throws on a well-formed problem.
 
 #include <algorithm>
 #include <cmath>
@@ -29,6 +29,9 @@ namespace memplan::testing {
 ///          broken ("validator: ...", "over budget: ...").
 [[nodiscard]] inline std::string check_plan(const problem& p, const plan& pl, const device_spec& dev, bytes_t budget) {
   using memplan::detail::concat;
+  if (pl.feasible != (pl.kind == failure_kind::none)) {
+    return concat("kind: ", pl.feasible ? "feasible" : "infeasible", " with failure kind ", to_string(pl.kind));
+  }
   if (!pl.feasible) return pl.reason.empty() ? "infeasible without a reason: the plan's reason is empty" : "";
   if (pl.decisions.size() != p.num_tensors()) {
     return concat("decisions: ", pl.decisions.size(), " for ", p.num_tensors(), " tensors");

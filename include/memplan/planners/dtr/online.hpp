@@ -137,7 +137,8 @@ class online_runtime {
     // action (DESIGN §4, the simulator's time 0): no release can make room
     // for them.
     bool ok = state_.used() <= state_.budget() ||
-              fail(memplan::detail::concat("the tensors without a producer need ", state_.used(), " bytes"));
+              fail(failure_kind::out_of_memory,
+                   memplan::detail::concat("the tensors without a producer need ", state_.used(), " bytes"));
     for (index_t s = 0; ok && s < n; ++s) ok = step(s);
     if (ok) b_.set_best_peak(state_.peak());
     return {std::move(b_).finish(), counts_};
@@ -219,11 +220,14 @@ class online_runtime {
       }
       case residence::evicted:
         if (state_.recomputable(t)) return rematerialise(t);
-        return fail(memplan::detail::concat("tensor '", p_->tensor_name[static_cast<std::size_t>(t)],
-                           "' was released and cannot be recomputed"));
+        return fail(failure_kind::out_of_memory,
+                    memplan::detail::concat("tensor '", p_->tensor_name[static_cast<std::size_t>(t)],
+                                            "' was released and cannot be recomputed"));
       case residence::unmade: break;
     }
-    return fail(memplan::detail::concat("tensor '", p_->tensor_name[static_cast<std::size_t>(t)], "' is read before it is made"));
+    return fail(failure_kind::planner_gave_up,
+                memplan::detail::concat("tensor '", p_->tensor_name[static_cast<std::size_t>(t)],
+                                        "' is read before it is made"));
   }
 
   /// Recomputes t's producer after bringing back its inputs (DTR §3).
@@ -238,8 +242,8 @@ class online_runtime {
     // and still nothing fits; what is left is evicting and remaking the same
     // tensors (thrashing).
     if (++step_recomputes_ > static_cast<index_t>(p_->num_steps())) {
-      return fail(memplan::detail::concat("rematerialisation thrashes (", step_recomputes_,
-                                          " recomputes for one step)"));
+      return fail(failure_kind::out_of_memory, memplan::detail::concat("rematerialisation thrashes (", step_recomputes_,
+                                                                       " recomputes for one step)"));
     }
     if (out_of_time()) return fail_time_limit();
     if (!run_op(r, action_kind::recompute)) return false;
@@ -259,8 +263,9 @@ class online_runtime {
     while (state_.used() + need > state_.budget()) {
       const release r = policy_->choose(state_);
       if (r.tensor == no_index) {
-        return fail(memplan::detail::concat("needs ", need, " more bytes with ", state_.used(),
-                           " in use; nothing left to release"));
+        return fail(failure_kind::out_of_memory,
+                    memplan::detail::concat("needs ", need, " more bytes with ", state_.used(),
+                                            " in use; nothing left to release"));
       }
       apply(r);
     }
@@ -306,16 +311,19 @@ class online_runtime {
            std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count() >= time_limit_s_;
   }
   bool fail_time_limit() {
-    return fail(memplan::detail::concat("the time limit of ", time_limit_s_, " s ran out before the last step"));
+    return fail(failure_kind::time_limit,
+                memplan::detail::concat("the time limit of ", time_limit_s_, " s ran out before the last step"));
   }
 
   /// Read for the last time before the current step.
   [[nodiscard]] bool dead(index_t t) const { return death_[static_cast<std::size_t>(t)] < state_.step(); }
 
-  bool fail(std::string why) {
+  /// Stops the run, infeasible: `kind` and `why` at the current step.
+  bool fail(failure_kind kind, std::string why) {
     const auto s = static_cast<std::size_t>(state_.step());
     const std::string at = s < p_->num_steps() ? memplan::detail::concat("at step ", s, " (op '", p_->op_name[s], "'), ") : "";
-    b_.infeasible(memplan::detail::concat(b_.current().planner, ": ", at, why, "; budget ", state_.budget(), " bytes"),
+    b_.infeasible(kind,
+                  memplan::detail::concat(b_.current().planner, ": ", at, why, "; budget ", state_.budget(), " bytes"),
                   state_.peak());
     return false;
   }

@@ -500,9 +500,9 @@ inline plan plan_of(const problem& p, const variables& x, const std::vector<doub
 }
 
 /// An infeasible plan saying `why`.
-inline plan refused(const problem& p, bytes_t budget, std::string why) {
+inline plan refused(const problem& p, bytes_t budget, failure_kind kind, std::string why) {
   plan_builder b(p, "milp", budget);
-  b.infeasible(std::move(why), p.baseline_peak());
+  b.infeasible(kind, std::move(why), p.baseline_peak());
   return std::move(b).finish();
 }
 
@@ -515,6 +515,7 @@ inline void judge(const problem& p, const device_spec& dev, bytes_t budget, doub
   result.best_peak = r.peak_bytes;
   if (!r.feasible) {
     result.feasible = false;
+    result.kind = r.kind;
     result.reason = "milp: internal error, the solver's plan fails in the simulator: " + r.failure;
   } else if (!solved.optimal) {
     const double base = p.baseline_time_us();
@@ -542,8 +543,9 @@ struct milp_planner {
     const std::size_t n = p.num_steps();
     const auto max_ops = static_cast<std::size_t>(option_number(o, "max-ops", 120, 1, 100000));
     if (n > max_ops) {
-      return milp::refused(p, budget, detail::concat("milp: the graph has ", n, " ops, more than max-ops (", max_ops,
-                                                     "); the integer program grows with ops squared"));
+      return milp::refused(p, budget, failure_kind::planner_gave_up,
+                           detail::concat("milp: the graph has ", n, " ops, more than max-ops (", max_ops,
+                                          "); the integer program grows with ops squared"));
     }
     milp::program prog;
     const milp::variables x = milp::add_variables(prog, p);
@@ -554,7 +556,7 @@ struct milp_planner {
     }
     const auto solved = prog.solve(o.time_limit_s, o.seed);
     if (!solved.solved) {
-      return milp::refused(p, budget,
+      return milp::refused(p, budget, solved.infeasible ? failure_kind::out_of_memory : failure_kind::time_limit,
                            solved.infeasible
                                ? detail::concat("milp: no recompute-only plan fits the budget of ", budget, " bytes (",
                                                 format_bytes(budget), ")")

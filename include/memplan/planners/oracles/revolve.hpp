@@ -90,7 +90,7 @@ struct revolve_planner {
     plan_builder refused(p, "revolve", budget);
     const chain c = find_chain(p);
     if (!c.why_not.empty()) {
-      refused.infeasible("revolve: " + c.why_not, p.baseline_peak());
+      refused.infeasible(failure_kind::planner_gave_up, "revolve: " + c.why_not, p.baseline_peak());
       return std::move(refused).finish();
     }
     const auto l = static_cast<std::int64_t>(c.forward.size());
@@ -107,6 +107,7 @@ struct revolve_planner {
       // The fewest slots did not fit either: that plan, marked infeasible.
       pl.best_peak = sim.run(p, pl, dev, simulator::unlimited).peak_bytes;
       pl.feasible = false;
+      pl.kind = failure_kind::out_of_memory;
       pl.reason = detail::concat("revolve: the plan with ", s, s == 1 ? " slot" : " slots", " needs ", pl.best_peak,
                                  " bytes (", format_bytes(pl.best_peak), ") at its peak; the budget is ", budget,
                                  " bytes (", format_bytes(budget), ")");
