@@ -305,6 +305,8 @@ struct checker {
     const action& act = at(pl.actions, a);
     const index_t s = act.step;
     check_computed_once_in_order(a);
+    check_recompute_allowed(a);
+    check_split_allowed(a);
     for (const index_t t : p.inputs(s)) read_input(a, t);
     for (const index_t t : p.outputs(s)) make_output(a, t);
     const bytes_t w = at(p.workspace, s);
@@ -329,6 +331,28 @@ struct checker {
     }
     if (act.kind == action_kind::recompute && (at(computes, s) == 0 || at(computes, s) != at(step_parts, s))) {
       error(concat(name(a), ": recomputes step ", s, " before it is computed"));
+    }
+  }
+
+  // DESIGN.md §5: only recomputable ops are recomputed, and never an update (it writes its state in place).
+  void check_recompute_allowed(index_t a) {
+    const action& act = at(pl.actions, a);
+    if (act.kind != action_kind::recompute) return;
+    if (at(p.op_phase, act.step) == phase::update) {
+      error(concat(name(a), ": op '", at(p.op_name, act.step), "' is an update, which writes its state in place; "
+                   "it is never recomputed"));
+    } else if (!at(p.recomputable, act.step)) {
+      error(concat(name(a), ": op '", at(p.op_name, act.step), "' is not recomputable"));
+    }
+  }
+
+  // DESIGN.md §5: only ops with a split dimension are split; micro-ops cut the batch, dimension 0 (plan.hpp).
+  void check_split_allowed(index_t a) {
+    const action& act = at(pl.actions, a);
+    const auto dims = p.split_dims(act.step);
+    if (act.parts > 1 && std::ranges::find(dims, 0) == dims.end()) {
+      error(concat(name(a), ": splits op '", at(p.op_name, act.step), "' into ", act.parts,
+                   " parts along dimension 0 (the batch), which is not one of its split dimensions"));
     }
   }
 
