@@ -1,7 +1,7 @@
 #pragma once
 /// \file
-/// The validator: an independent re-check of a plan (DESIGN.md §5, last
-/// paragraph). N-version programming: it shares no code with simulator.hpp
+/// The validator: an independent re-check of a plan (DESIGN.md §5, the
+/// validator's paragraph). N-version programming: it shares no code with simulator.hpp
 /// and is written to be obviously right rather than fast — device buffers
 /// are a plain list, memory in use is summed afresh whenever it is needed,
 /// and time advances by rescanning every action (O(actions^2)).
@@ -9,13 +9,15 @@
 /// It enforces the contract of plan.hpp more strictly than the simulator:
 /// a read of a copy, and a swap-in of a host copy, must be *guaranteed* to
 /// come after the action that made it — by the order of one stream or a
-/// chain of waits — not merely happen to in the simulated timing. On plans
-/// it accepts, its peak and time equal the simulator's.
+/// chain of waits — not merely happen to in the simulated timing — and
+/// only recomputable non-update ops may be recomputed, only ops with the
+/// batch among their split dimensions split. On plans it accepts, its peak
+/// and time equal the simulator's.
 ///
-/// It reads a plan in three phases: the action list's shape, then a walk in
-/// issue order that derives every device buffer (what each action reads,
-/// allocates and releases), then the timing that checks memory against the
-/// budget. Each rule of plan.hpp is one small function of `checker`.
+/// It reads a plan in three phases: the action list's shape (`shape_check`),
+/// then a walk in issue order that derives every device buffer (what each
+/// action reads, allocates and releases), then the timing that checks memory
+/// against the budget (`checker`). Each rule is one small function.
 
 #include <algorithm>
 #include <array>
@@ -82,50 +84,16 @@ inline std::string name_of(const problem& p, const plan& pl, index_t a) {
                 runs_op(act.kind) ? at(p.op_name, act.step) : at(p.tensor_name, act.tensor), "')");
 }
 
-/// One reading of a plan: the walk's state, a function per phase and one
-/// per rule of plan.hpp it checks.
-struct checker {
+/// What both readings of a plan share: the plan, its sizes, the verdict.
+struct reading {
   const problem& p;
   const plan& pl;
-  const device_spec& dev;
-  bytes_t budget;
   index_t n = static_cast<index_t>(pl.actions.size());
   index_t steps = static_cast<index_t>(p.num_steps());
   index_t tensors = static_cast<index_t>(p.num_tensors());
   validation v;
 
-  // Happens-before: each action's stream, the previous action of that
-  // stream, and seen[a][s], the latest action of stream s guaranteed to
-  // have ended before a starts (a vector clock).
-  using clock = std::array<index_t, stream_count>;
-  std::vector<int> stream = filled(n, 0);
-  std::vector<index_t> previous = filled(n, no_index);
-  std::vector<clock> seen = filled(n, clock{});
-
-  // Device contents in issue order. Offloaded state has a host copy from
-  // the start (host_copy stays no_index until a swap_out replaces it).
-  std::vector<buffer> buffers;
-  std::vector<std::uint8_t> offloaded = filled<std::uint8_t>(tensors, 0);
-  std::vector<index_t> on_device = filled<index_t>(tensors, -1);  // buffer, or -1
-  std::vector<index_t> host_copy = filled(tensors, no_index);
-  std::vector<index_t> last_update = filled(tensors, no_index);  // update-phase compute reading it
-  std::vector<index_t> released = filled(tensors, no_index);
-  std::vector<int> computes = filled(steps, 0);
-  std::vector<index_t> step_parts = filled<index_t>(steps, 1);  // micro-ops: their parts
-  std::vector<double> duration = filled(n, 0.0);
-  // Micro-tensors: parts per tensor (0: none), (tensor, k) -> buffer, and
-  // (tensor, parts, k) -> the swap_out holding its host copy.
-  std::vector<index_t> micro_parts = filled<index_t>(tensors, 0);
-  std::map<std::pair<index_t, index_t>, index_t> micro_on;
-  std::map<std::tuple<index_t, index_t, index_t>, index_t> micro_host;
-
-  // Time: when each action ends (never: not started), what it allocates.
-  static constexpr double never = std::numeric_limits<double>::infinity();
-  std::vector<double> end = filled(n, never);
-  std::vector<bytes_t> needs = filled<bytes_t>(n, 0);
-
-  checker(const problem& problem_in, const plan& plan_in, const device_spec& dev_in, bytes_t budget_in)
-      : p(problem_in), pl(plan_in), dev(dev_in), budget(budget_in) {}
+  reading(const problem& problem_in, const plan& plan_in) : p(problem_in), pl(plan_in) {}
 
   void error(std::string message) {
     v.ok = false;
@@ -136,19 +104,13 @@ struct checker {
   void tensor_error(index_t a, index_t t, std::string_view what) {
     error(concat(name(a), ": tensor '", at(p.tensor_name, t), "'", what));
   }
+};
 
-  /// The three phases; a plan of the wrong shape is not walked.
-  validation run() && {
-    if (check_shape()) {
-      derive();
-      time_actions();
-    }
-    return std::move(v);
-  }
+/// Phase 1: the action list is well-formed, so the walk can index by it.
+struct shape_check : reading {
+  using reading::reading;
 
-  // ---- Phase 1: the action list is well-formed ----
-
-  [[nodiscard]] bool check_shape() {
+  [[nodiscard]] bool run() {
     if (!wait_offsets_ok()) {
       error("wait_begin is not a list of actions + 1 non-decreasing offsets into waits");
       return false;
@@ -203,6 +165,7 @@ struct checker {
 
   // plan.hpp: offloaded_state names parameters and optimizer state without a producer, each once, ascending.
   void check_offloaded_list() {
+    std::vector<std::uint8_t> named = filled<std::uint8_t>(tensors, 0);
     for (const index_t t : pl.offloaded_state) {
       if (t < 0 || t >= tensors) {
         error(concat("offloaded_state: tensor ", t, " is out of range [0, ", tensors, ")"));
@@ -210,13 +173,65 @@ struct checker {
         error(concat("offloaded_state: tensor '", at(p.tensor_name, t), "' is of kind ", to_string(at(p.kind, t)),
                      at(p.producer, t) != no_index ? " and made by an op" : "",
                      ", not a parameter or optimizer state there at the start"));
-      } else if (at(offloaded, t)) {
+      } else if (at(named, t)) {
         error(concat("offloaded_state: tensor '", at(p.tensor_name, t), "' is named twice"));
       } else {
-        at(offloaded, t) = 1;
+        at(named, t) = 1;
       }
     }
     if (!std::ranges::is_sorted(pl.offloaded_state)) error("offloaded_state is not in increasing order");
+  }
+};
+
+/// Phases 2 and 3 on a well-formed plan: the walk's state, a function per
+/// phase and one per rule of plan.hpp it checks.
+struct checker : reading {
+  const device_spec& dev;
+  bytes_t budget;
+
+  // Happens-before: each action's stream, the previous action of that
+  // stream, and seen[a][s], the latest action of stream s guaranteed to
+  // have ended before a starts (a vector clock).
+  using clock = std::array<index_t, stream_count>;
+  std::vector<int> stream = filled(n, 0);
+  std::vector<index_t> previous = filled(n, no_index);
+  std::vector<clock> seen = filled(n, clock{});
+
+  // Device contents in issue order. Offloaded state has a host copy from
+  // the start (host_copy stays no_index until a swap_out replaces it).
+  std::vector<buffer> buffers;
+  std::vector<std::uint8_t> offloaded = offloaded_flags();
+  std::vector<index_t> on_device = filled<index_t>(tensors, -1);  // buffer, or -1
+  std::vector<index_t> host_copy = filled(tensors, no_index);
+  std::vector<index_t> last_update = filled(tensors, no_index);  // update-phase compute reading it
+  std::vector<index_t> released = filled(tensors, no_index);
+  std::vector<int> computes = filled(steps, 0);
+  std::vector<index_t> step_parts = filled<index_t>(steps, 1);  // micro-ops: their parts
+  std::vector<double> duration = filled(n, 0.0);
+  // Micro-tensors: parts per tensor (0: none), (tensor, k) -> buffer, and
+  // (tensor, parts, k) -> the swap_out holding its host copy.
+  std::vector<index_t> micro_parts = filled<index_t>(tensors, 0);
+  std::map<std::pair<index_t, index_t>, index_t> micro_on;
+  std::map<std::tuple<index_t, index_t, index_t>, index_t> micro_host;
+
+  // Time: when each action ends (never: not started), what it allocates.
+  static constexpr double never = std::numeric_limits<double>::infinity();
+  std::vector<double> end = filled(n, never);
+  std::vector<bytes_t> needs = filled<bytes_t>(n, 0);
+
+  checker(const problem& problem_in, const plan& plan_in, const device_spec& dev_in, bytes_t budget_in)
+      : reading(problem_in, plan_in), dev(dev_in), budget(budget_in) {}
+
+  [[nodiscard]] std::vector<std::uint8_t> offloaded_flags() const {
+    std::vector<std::uint8_t> flags = filled<std::uint8_t>(tensors, 0);
+    for (const index_t t : pl.offloaded_state) at(flags, t) = 1;
+    return flags;
+  }
+
+  validation run() && {
+    derive();
+    time_actions();
+    return std::move(v);
   }
 
   // ---- Phase 2: derive what each action reads, allocates and releases ----
@@ -738,6 +753,8 @@ struct checker {
 /// `validate`.
 /// \returns every violation found; `ok` when there are none.
 [[nodiscard]] inline validation validate(const problem& p, const plan& pl, const device_spec& dev, bytes_t budget) {
+  detail::validator::shape_check shape(p, pl);
+  if (!shape.run()) return std::move(shape.v);
   return detail::validator::checker(p, pl, dev, budget).run();
 }
 
