@@ -166,22 +166,110 @@ TEST_CASE("lost parameter and parameter gradient") {
   }
 }
 
-TEST_CASE("a parameter gradient freed before its use") {
-  // A parameter gradient consumed by an update op: freeing it before the
-  // update loses it even if something later brought... nothing can.
+namespace {
+
+/// Step 0 grad (backward): w -> gw; step 1 sgd (update): w, gw -> w.next;
+/// every tensor 10 B.
+problem grad_and_sgd() {
   test::graph_maker m;
   const index_t w = m.tensor("w", 10, tensor_kind::parameter);
   const index_t gw = m.tensor("gw", 10, tensor_kind::parameter_gradient);
   const index_t w2 = m.tensor("w.next", 10, tensor_kind::other);
   m.op("grad", 5, {w}, {gw}, 0, phase::backward);
   m.op("sgd", 5, {w, gw}, {w2}, 0, phase::update);
-  const problem p = m.compile();
+  return m.compile();
+}
+
+}  // namespace
+
+TEST_CASE("a parameter gradient freed before its use") {
+  // A parameter gradient consumed by an update op: freeing it before the
+  // update loses it even if something later brought... nothing can.
+  const problem p = grad_and_sgd();
   plan_builder b(p, "bad", 100);
   b.compute(0);
-  b.free(gw);
+  b.free(1);  // gw
   b.compute(1);
   expect_rejected(p, std::move(b).finish(), 100,
                   "action 1 (free 'gw'): loses parameter_gradient 'gw' before its use by op 'sgd'");
+}
+
+TEST_CASE("only recomputable ops that are not updates are recomputed") {
+  SUBCASE("an op marked not recomputable") {
+    // recompute_a1 is valid on the chain (first test case); with f1 marked
+    // not recomputable its recompute, action 5, is the one violation.
+    problem p = chain::make();
+    p.recomputable[static_cast<std::size_t>(chain::f1)] = 0;
+    const validation v = validate(p, chain::recompute_a1(p, 310), dev, 310);
+    CHECK_FALSE(v.ok);
+    REQUIRE(v.errors.size() == 1);
+    CHECK(v.errors[0] == "action 5 (recompute 'f1'): op 'f1' is not recomputable");
+  }
+  SUBCASE("an update op, even one marked recomputable") {
+    // Recomputing sgd would apply the update twice; nothing else is wrong.
+    problem p = grad_and_sgd();
+    p.recomputable[1] = 1;
+    plan_builder b(p, "bad", 100);
+    b.compute(0);
+    b.compute(1);
+    b.recompute(1);
+    const validation v = validate(p, std::move(b).finish(), dev, 100);
+    CHECK_FALSE(v.ok);
+    REQUIRE(v.errors.size() == 1);
+    CHECK(v.errors[0] ==
+          "action 2 (recompute 'sgd'): op 'sgd' is an update, which writes its state in place; it is never recomputed");
+  }
+}
+
+namespace {
+
+/// `p` with step s's split dimensions replaced by `dims`.
+problem with_split_dims(problem p, index_t s, const std::vector<int>& dims) {
+  std::vector<int> list;
+  std::vector<index_t> begin{0};
+  for (index_t k = 0; k < static_cast<index_t>(p.num_steps()); ++k) {
+    const auto own = p.split_dims(k);
+    if (k == s) list.insert(list.end(), dims.begin(), dims.end());
+    else list.insert(list.end(), own.begin(), own.end());
+    begin.push_back(static_cast<index_t>(list.size()));
+  }
+  p.split_dim_list = std::move(list);
+  p.split_begin = std::move(begin);
+  return p;
+}
+
+/// The chain with f2 split in `parts`: one action, or micro-ops 0 .. parts-1.
+plan split_f2(const problem& p, index_t parts, bool micro_ops) {
+  plan_builder b(p, "split-f2", 400);
+  b.compute(chain::f1);
+  if (!micro_ops) b.compute(chain::f2, parts);
+  for (index_t k = 0; micro_ops && k < parts; ++k) b.compute(chain::f2, parts, k);
+  for (const index_t s : {chain::f3, chain::b3, chain::b2}) b.compute(s);
+  return std::move(b).finish();
+}
+
+}  // namespace
+
+TEST_CASE("only ops with the batch (dimension 0) among their split dimensions are split") {
+  // f2 (300 µs) in 2 parts: 2 * 150 + one 5 µs launch = 305 µs (cost/split.hpp),
+  // so the chain takes 1105 µs; the peak stays b3's 400 B.
+  const problem c = chain::make();
+  expect_accepted(c, split_f2(c, 2, false), 400, 400, 1105);
+  CHECK(validate(c, split_f2(c, 2, true), dev, 400).ok);
+  const std::string message =
+      "(compute 'f2'): splits op 'f2' into 2 parts along dimension 0 (the batch), which is not one of its split "
+      "dimensions";
+  for (const std::vector<int>& dims : {std::vector<int>{}, std::vector<int>{1}}) {
+    INFO("split dimensions: ", dims.size() == 0 ? "none" : "{1}");
+    const problem p = with_split_dims(c, chain::f2, dims);
+    const validation whole = validate(p, split_f2(p, 2, false), dev, 400);
+    REQUIRE(whole.errors.size() == 1);
+    CHECK(whole.errors[0] == "action 1 " + message);
+    const validation micro = validate(p, split_f2(p, 2, true), dev, 400);
+    REQUIRE(micro.errors.size() == 2);  // both micro-ops
+    CHECK(micro.errors[0] == "action 1 " + message);
+    CHECK(micro.errors[1] == "action 2 " + message);
+  }
 }
 
 TEST_CASE("structure: out of range, waits forward, steps not computed once") {
