@@ -137,6 +137,7 @@ class plan_walk {
   void offload(index_t t, V& v) {
     current_[static_cast<std::size_t>(t)] = no_index;
     saved_[static_cast<std::size_t>(t)] = v.initial_host(t);
+    if (last_swap_out_.empty()) last_swap_out_.assign(p_->num_tensors(), no_index);
   }
 
   /// After the last action: every step computed whole or by all its
@@ -162,7 +163,7 @@ class plan_walk {
     const std::size_t steps = p_->num_steps();
     current_.assign(tensors, no_index);
     saved_.assign(tensors, no_index);
-    last_swap_out_.assign(tensors, no_index);
+    last_swap_out_.assign(pl_->offloaded_state.empty() ? 0 : tensors, no_index);  // only offloaded state's is read
     last_update_.assign(tensors, no_index);
     computed_.assign(steps, 0);
     step_parts_.assign(steps, 1);
@@ -275,7 +276,7 @@ class plan_walk {
 
   /// compute / recompute: the step's order rules, its inputs, outputs and workspace.
   template <class V>
-  bool run_op(index_t a, const action& act, V& v) {
+  [[gnu::always_inline]] bool run_op(index_t a, const action& act, V& v) {
     const problem& p = *p_;
     const index_t s = act.step;
     if (s < 0 || static_cast<std::size_t>(s) >= p.num_steps()) {
@@ -299,7 +300,7 @@ class plan_walk {
 
   /// A step is computed whole once, or by micro-ops 0, 1, ..., parts-1 in
   /// order; only a computed step is recomputed (plan.hpp).
-  bool count_computed(index_t a, const action& act) {
+  [[gnu::always_inline]] bool count_computed(index_t a, const action& act) {
     const auto si = static_cast<std::size_t>(act.step);
     const bool micro_op = act.part != no_index;
     index_t& done = computed_[si];
@@ -322,7 +323,7 @@ class plan_walk {
   /// range), micro-tensor k of the same parts count, or every micro-tensor
   /// (the in-place merge, also how a micro-tensor of another count is read).
   template <class V>
-  bool read_input(index_t a, const action& act, index_t t, V& v) {
+  [[gnu::always_inline]] bool read_input(index_t a, const action& act, index_t t, V& v) {
     const auto ti = static_cast<std::size_t>(t);
     const bool split = act.part != no_index && splits_with_batch(p_->kind[ti]);
     const bytes_t bytes = p_->bytes[ti];
@@ -356,7 +357,7 @@ class plan_walk {
   /// it is not on the device; micro-op k makes micro-tensor k of a sample
   /// tensor, and writes its share of a whole output micro-op 0 made.
   template <class V>
-  bool make_output(index_t a, const action& act, index_t t, V& v) {
+  [[gnu::always_inline]] bool make_output(index_t a, const action& act, index_t t, V& v) {
     const auto ti = static_cast<std::size_t>(t);
     const bool micro_op = act.part != no_index;
     const bool split = micro_op && splits_with_batch(p_->kind[ti]);
@@ -419,7 +420,7 @@ class plan_walk {
     c = no_index;
     if (saves) {
       saved_[ti] = v.save(t, bytes, 1, no_index);
-      last_swap_out_[ti] = a;
+      if (!last_swap_out_.empty()) last_swap_out_[ti] = a;
     }
     return true;
   }

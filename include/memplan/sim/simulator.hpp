@@ -172,7 +172,7 @@ class simulator {
     return false;
   }
 
-  index_t new_copy(index_t t, bytes_t b, index_t creator) {
+  [[gnu::always_inline]] index_t new_copy(index_t t, bytes_t b, index_t creator) {
     copy_info& c = copies_[copy_count_];
     c.bytes = b;
     c.release_us = 0;
@@ -185,7 +185,7 @@ class simulator {
   /// Room for `touches` more touches and `copies` more copies: the loop of
   /// `resolve` writes through indices, as vector growth checks on every
   /// write cost more than the rest of its work.
-  void make_room(std::size_t touches, std::size_t copies) {
+  [[gnu::always_inline]] void make_room(std::size_t touches, std::size_t copies) {
     if (touch_count_ + touches > touches_.size() || copy_count_ + copies > copies_.size()) grow(touches, copies);
   }
   void grow(std::size_t touches, std::size_t copies) {
@@ -194,7 +194,7 @@ class simulator {
   }
   /// Action being resolved holds copy c; `reads` says the copy's maker or
   /// latest writer so far (in issue order) must have ended first.
-  void touch(index_t c, bool reads) {
+  [[gnu::always_inline]] void touch(index_t c, bool reads) {
     copy_info& info = copies_[static_cast<std::size_t>(c)];
     touches_[touch_count_++] = {c, reads ? info.creator : no_index};
     ++info.pending;
@@ -278,7 +278,7 @@ class simulator {
       }
     }
     void begin_access(index_t, bytes_t, bytes_t, bool) {}
-    void read(index_t c, bytes_t, bytes_t) {
+    [[gnu::always_inline]] void read(index_t c, bytes_t, bytes_t) {
       s.make_room(1, 0);
       s.touch(c, true);
     }
@@ -286,7 +286,7 @@ class simulator {
       read(c, 0, 0);
       s.copies_[static_cast<std::size_t>(c)].creator = a;  // a later reader (a swap-out) waits for this write
     }
-    index_t make(index_t t, bytes_t b, index_t, index_t) {
+    [[gnu::always_inline]] index_t make(index_t t, bytes_t b, index_t, index_t) {
       s.make_room(1, 1);
       const index_t c = s.new_copy(t, b, a);
       s.touch(c, false);
