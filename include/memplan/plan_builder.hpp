@@ -7,6 +7,7 @@
 /// last wrote) the copy it saves, a swap-in for the swap-out it undoes, and
 /// a release that splits a whole tensor in place for the actions holding it.
 
+#include <algorithm>
 #include <span>
 #include <string>
 #include <utility>
@@ -33,7 +34,7 @@ class plan_builder {
   /// The walk reads `plan_` and reports to `deriver_`: a move points them at the new home.
   plan_builder(plan_builder&& o) noexcept
       : p_(o.p_), plan_(std::move(o.plan_)), walk_(std::move(o.walk_)), deriver_{*this, o.deriver_.a,
-        o.deriver_.split_creator, std::move(o.deriver_.extra)}, walking_(o.walking_), creator_(std::move(o.creator_)),
+        o.deriver_.split_creator, std::move(o.deriver_.extra)}, walking_(o.walking_), creator_(std::move(o.creator_)), copies_(o.copies_),
         last_compute_(o.last_compute_) {
     walk_.rebind(plan_);
   }
@@ -103,8 +104,10 @@ class plan_builder {
 
     [[nodiscard]] const action& act() const { return b.plan_.actions[static_cast<std::size_t>(a)]; }
     index_t copy(index_t creator) {
-      b.creator_.push_back(creator);
-      return static_cast<index_t>(b.creator_.size() - 1);
+      std::vector<index_t>& c = b.creator_;
+      if (b.copies_ == c.size()) c.resize(std::max<std::size_t>(64, 2 * c.size()));  // writes through indices
+      c[b.copies_] = creator;
+      return static_cast<index_t>(b.copies_++);
     }
     void wait(index_t on) {
       if (on == no_index) return;
@@ -176,6 +179,7 @@ class plan_builder {
   deriver deriver_;
   bool walking_ = false;           ///< the actions so far keep plan.hpp's rules
   std::vector<index_t> creator_;   ///< per device copy: the action that made or last wrote it
+  std::size_t copies_ = 0;         ///< used part of creator_
   index_t last_compute_ = no_index;  ///< the latest compute-stream action
 };
 

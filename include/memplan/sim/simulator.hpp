@@ -451,164 +451,201 @@ class simulator {
   /// actions are applied lazily, earliest first, just before an allocation
   /// at a later or equal time — frees at time t happen before allocations at t.
   void execute(const problem& p, const plan& pl, bytes_t budget, const simulate_options& opts, report& r) {
-    const std::size_t n = pl.actions.size();
-    end_.assign(n, never);
-    start_.resize(n);
-    for (std::size_t i = 0; i < n; ++i) info_[i].frees = info_[i].workspace;
-    for (copy_info& c : std::span(copies_).first(copy_count_)) {
-      c.release_us = 0;
-      c.release_by = no_index;
+    timed_run run{*this, p, pl, budget, opts, r};
+    if (!run.load()) return;
+    for (;;) {
+      const std::size_t chosen = run.choose();
+      if (chosen != run.n) {
+        if (!run.start(chosen)) return run.finish();
+        continue;
+      }
+      if (!run.wait_for_next_end()) break;
     }
-    std::size_t head[stream_count];     // per stream, its next action to start (n: none left)
-    std::size_t drained[stream_count];  // per stream, its first action whose frees are not applied
+    // Every started action has ended by `now`; the ones never started hold
+    // workspace in `frees` too, which must not count.
+    run.apply_frees(run.now);
+    run.finish();
+    if (run.started != run.n) run.out_of_memory();
+  }
+
+  /// Pass 2's state: per stream, its next action to start, its first action
+  /// whose frees are not applied and until when it is busy; the clock and
+  /// the memory in use.
+  struct timed_run {
+    simulator& s;
+    const problem& p;
+    const plan& pl;
+    bytes_t budget;
+    const simulate_options& opts;
+    report& r;
+    std::size_t n = pl.actions.size();
+    std::size_t head[stream_count] = {};
+    std::size_t drained[stream_count] = {};
     double busy_until[stream_count] = {};
-    for (std::size_t s = 0; s < stream_count; ++s) head[s] = drained[s] = static_cast<std::size_t>(first_[s]);
     double compute_busy = 0;
     double now = 0;
-    bytes_t in_use = initial_bytes_;
-    r.peak_bytes = in_use;
-    if (opts.record_memory) r.memory_curve.push_back({0, in_use});
-    const auto finish = [&] {
-      r.time_us = std::max({busy_until[0], busy_until[1], busy_until[2]});
-      r.stall_us = r.time_us - compute_busy;
-    };
-    if (in_use > budget) {
-      r.kind = failure_kind::out_of_memory;
-      r.failure = detail::concat("out of memory at time 0: the tensors without a producer need ",
-                                 format_bytes(in_use), ", budget ", format_bytes(budget));
-      return;
+    bytes_t in_use = 0;
+    std::size_t started = 0;
+    index_t blocked = no_index;  ///< the earliest-issued action waiting for memory
+
+    void record(double t) {
+      if (opts.record_memory) r.memory_curve.push_back({t, in_use});
     }
-    // Copies nobody holds (unused inputs) are released at once.
-    for (const copy_info& c : std::span(copies_).first(copy_count_)) {
-      if (c.pending == 0 && c.bytes > 0) {
-        in_use -= c.bytes;
-        if (opts.record_memory) r.memory_curve.push_back({0, in_use});
+    /// Time 0: the tensors without a producer; those nobody holds (unused
+    /// inputs) are released at once. \returns false if they do not fit.
+    bool load() {
+      s.end_.assign(n, never);
+      s.start_.resize(n);
+      for (std::size_t i = 0; i < n; ++i) s.info_[i].frees = s.info_[i].workspace;
+      for (copy_info& c : std::span(s.copies_).first(s.copy_count_)) {
+        c.release_us = 0;
+        c.release_by = no_index;
       }
+      for (std::size_t k = 0; k < stream_count; ++k) head[k] = drained[k] = static_cast<std::size_t>(s.first_[k]);
+      in_use = s.initial_bytes_;
+      r.peak_bytes = in_use;
+      record(0);
+      if (in_use > budget) {
+        r.kind = failure_kind::out_of_memory;
+        r.failure = detail::concat("out of memory at time 0: the tensors without a producer need ",
+                                   format_bytes(in_use), ", budget ", format_bytes(budget));
+        return false;
+      }
+      for (const copy_info& c : std::span(s.copies_).first(s.copy_count_)) {
+        if (c.pending == 0 && c.bytes > 0) {
+          in_use -= c.bytes;
+          record(0);
+        }
+      }
+      return true;
     }
-    const auto apply_frees = [&](double until) {
+    /// Applies the frees of the actions that ended by `until`, earliest first.
+    void apply_frees(double until) {
       for (;;) {
-        std::size_t s_min = stream_count;
+        std::size_t k_min = stream_count;
         double t_min = until;
-        for (std::size_t s = 0; s < stream_count; ++s) {
-          if (drained[s] < n && end_[drained[s]] <= t_min) {
-            s_min = s;
-            t_min = end_[drained[s]];
+        for (std::size_t k = 0; k < stream_count; ++k) {
+          if (drained[k] < n && s.end_[drained[k]] <= t_min) {
+            k_min = k;
+            t_min = s.end_[drained[k]];
           }
         }
-        if (s_min == stream_count) return;
-        const action_info& info = info_[drained[s_min]];
-        drained[s_min] = static_cast<std::size_t>(info.next);
+        if (k_min == stream_count) return;
+        const action_info& info = s.info_[drained[k_min]];
+        drained[k_min] = static_cast<std::size_t>(info.next);
         if (info.frees == 0) continue;
         in_use -= info.frees;
-        if (opts.record_memory) r.memory_curve.push_back({t_min, in_use});
+        record(t_min);
       }
-    };
-
-    std::size_t started = 0;
-    index_t blocked = no_index;  // the earliest-issued action waiting for memory
-    for (;;) {
-      // The idle streams' heads, lowest issue index first.
+    }
+    /// The action to start now: of the idle streams' heads, the lowest
+    /// issue index whose waits have ended and whose allocation fits; first
+    /// come, first served, none after one that memory holds back (`blocked`).
+    /// \returns n if none.
+    std::size_t choose() {
       std::size_t heads[stream_count];
       std::size_t idle = 0;
-      for (std::size_t s = 0; s < stream_count; ++s) {
-        if (busy_until[s] <= now && head[s] < n) {
-          // Insertion into the sorted prefix: at most three entries.
-          std::size_t k = idle++;
-          for (; k > 0 && heads[k - 1] > head[s]; --k) heads[k] = heads[k - 1];
-          heads[k] = head[s];
+      for (std::size_t k = 0; k < stream_count; ++k) {
+        if (busy_until[k] <= now && head[k] < n) {
+          std::size_t at = idle++;  // insertion into the sorted prefix: at most three entries
+          for (; at > 0 && heads[at - 1] > head[k]; --at) heads[at] = heads[at - 1];
+          heads[at] = head[k];
         }
       }
-      std::size_t chosen = n;
       blocked = no_index;
       for (std::size_t k = 0; k < idle; ++k) {
         const std::size_t h = heads[k];
         bool ready = true;
-        for (const index_t w : pl.waits_of(h)) ready = ready && end_[static_cast<std::size_t>(w)] <= now;
+        for (const index_t w : pl.waits_of(h)) ready = ready && s.end_[static_cast<std::size_t>(w)] <= now;
         if (!ready) continue;
-        const bytes_t alloc = info_[h].alloc;
+        const bytes_t alloc = s.info_[h].alloc;
         if (alloc > 0) {
-          if (blocked != no_index) continue;  // first come, first served
-          apply_frees(now);                   // only allocations need the current level
+          if (blocked != no_index) continue;
+          apply_frees(now);  // only allocations need the current level
           if (in_use + alloc > budget) {
             blocked = static_cast<index_t>(h);
             continue;
           }
         }
-        chosen = h;
-        break;
+        return h;
       }
-      if (chosen != n) {
-        action_info& info = info_[chosen];
-        const index_t source = info.source;
-        if (source != no_index && end_[static_cast<std::size_t>(source)] > now) {
-          fail_late(p, pl, chosen, source, pl.actions[chosen].tensor, now, r);
-          return finish();
-        }
-        if (info.splits != no_index) {
-          // An in-place split: every other holder of the whole copy has ended.
-          const copy_info& w = copies_[static_cast<std::size_t>(info.splits)];
-          if (w.pending != 1 || w.release_us > now) {
-            fail(plan_walk::describe(p, pl, static_cast<index_t>(chosen)) +
-                     detail::concat(" splits tensor '", p.tensor_name[static_cast<std::size_t>(w.tensor)],
-                                    "' in place at ", now,
-                                    " us while an earlier action holding it has not ended: a wait is missing"),
-                 r);
-            return finish();
-          }
-        }
-        const double end = now + info.duration_us;
-        for (const touch_info& t : touches_of(chosen)) {
-          copy_info& c = copies_[static_cast<std::size_t>(t.copy)];
-          // A copy it reads must have been made (plan.hpp): a wait is missing otherwise.
-          if (t.after != no_index && end_[static_cast<std::size_t>(t.after)] > now) {
-            fail_late(p, pl, chosen, t.after, c.tensor, now, r);
-            return finish();
-          }
-          // On a tie the starting action takes the free: an earlier holder
-          // ending now may have had its frees applied already.
-          if (end >= c.release_us) {
-            c.release_us = end;
-            c.release_by = static_cast<index_t>(chosen);
-          }
-          if (--c.pending == 0) info_[static_cast<std::size_t>(c.release_by)].frees += c.bytes;
-        }
-        start_[chosen] = now;
-        end_[chosen] = end;
-        busy_until[static_cast<std::size_t>(info.stream)] = end;
-        head[static_cast<std::size_t>(info.stream)] = static_cast<std::size_t>(info.next);
-        ++started;
-        if (info.stream == stream_kind::compute) compute_busy += info.duration_us;
-        if (info.alloc > 0) {
-          in_use += info.alloc;
-          r.peak_bytes = std::max(r.peak_bytes, in_use);
-          if (opts.record_memory) r.memory_curve.push_back({now, in_use});
-        }
-        continue;
+      return n;
+    }
+    /// Starts action a now. \returns false, the plan invalid, if a copy it
+    /// needs is not made yet or an in-place split's other holders run on.
+    bool start(std::size_t a) {
+      const action_info& info = s.info_[a];
+      if (info.source != no_index && s.end_[static_cast<std::size_t>(info.source)] > now) {
+        s.fail_late(p, pl, a, info.source, pl.actions[a].tensor, now, r);
+        return false;
       }
-      // Every pending free comes at the end of an action in flight, so the
-      // next end is the next event.
+      if (info.splits != no_index && !split_in_place(a, info.splits)) return false;
+      const double end = now + info.duration_us;
+      for (const touch_info& t : s.touches_of(a)) {
+        copy_info& c = s.copies_[static_cast<std::size_t>(t.copy)];
+        // A copy it reads must have been made (plan.hpp): a wait is missing otherwise.
+        if (t.after != no_index && s.end_[static_cast<std::size_t>(t.after)] > now) {
+          s.fail_late(p, pl, a, t.after, c.tensor, now, r);
+          return false;
+        }
+        // On a tie the starting action takes the free: an earlier holder
+        // ending now may have had its frees applied already.
+        if (end >= c.release_us) {
+          c.release_us = end;
+          c.release_by = static_cast<index_t>(a);
+        }
+        if (--c.pending == 0) s.info_[static_cast<std::size_t>(c.release_by)].frees += c.bytes;
+      }
+      s.start_[a] = now;
+      s.end_[a] = end;
+      busy_until[static_cast<std::size_t>(info.stream)] = end;
+      head[static_cast<std::size_t>(info.stream)] = static_cast<std::size_t>(info.next);
+      ++started;
+      if (info.stream == stream_kind::compute) compute_busy += info.duration_us;
+      if (info.alloc > 0) {
+        in_use += info.alloc;
+        r.peak_bytes = std::max(r.peak_bytes, in_use);
+        record(now);
+      }
+      return true;
+    }
+    /// An in-place split may start once every other holder of the whole copy has ended.
+    bool split_in_place(std::size_t a, index_t whole) {
+      const copy_info& w = s.copies_[static_cast<std::size_t>(whole)];
+      if (w.pending == 1 && w.release_us <= now) return true;
+      s.fail(plan_walk::describe(p, pl, static_cast<index_t>(a)) +
+                 detail::concat(" splits tensor '", p.tensor_name[static_cast<std::size_t>(w.tensor)], "' in place at ",
+                                now, " us while an earlier action holding it has not ended: a wait is missing"),
+             r);
+      return false;
+    }
+    /// Every pending free comes at the end of an action in flight, so the
+    /// next end is the next event. \returns false if nothing is in flight.
+    bool wait_for_next_end() {
       double wake = never;
       for (const double b : busy_until) {
         if (b > now) wake = std::min(wake, b);
       }
-      if (wake == never) break;
+      if (wake == never) return false;
       now = wake;
+      return true;
     }
-    // Every started action has ended by `now`; the ones never started hold
-    // workspace in `frees` too, which must not count.
-    apply_frees(now);
-    finish();
-    if (started == n) return;
-    // Nothing in flight and nothing left to free. Waits name only earlier
-    // actions, so the earliest unstarted action is a head that is ready but
-    // for memory: `blocked` is set, and its allocation can never fit.
-    const bytes_t need = info_[static_cast<std::size_t>(blocked)].alloc;
-    r.kind = failure_kind::out_of_memory;
-    r.failure = detail::concat("out of memory at ", plan_walk::describe(p, pl, blocked), ", at ", now, " us: needs ",
-                               format_bytes(need), " (", format_bytes(in_use + need - budget),
-                               " more than is free), ", format_bytes(in_use), " in use, budget ",
-                               format_bytes(budget));
-  }
+    void finish() {
+      r.time_us = std::max({busy_until[0], busy_until[1], busy_until[2]});
+      r.stall_us = r.time_us - compute_busy;
+    }
+    /// Nothing in flight and nothing left to free. Waits name only earlier
+    /// actions, so the earliest unstarted action is a head that is ready but
+    /// for memory: `blocked` is set, and its allocation can never fit.
+    void out_of_memory() {
+      const bytes_t need = s.info_[static_cast<std::size_t>(blocked)].alloc;
+      r.kind = failure_kind::out_of_memory;
+      r.failure = detail::concat("out of memory at ", plan_walk::describe(p, pl, blocked), ", at ", now,
+                                 " us: needs ", format_bytes(need), " (", format_bytes(in_use + need - budget),
+                                 " more than is free), ", format_bytes(in_use), " in use, budget ",
+                                 format_bytes(budget));
+    }
+  };
 
   [[nodiscard]] std::span<const touch_info> touches_of(std::size_t i) const {
     const auto b = static_cast<std::size_t>(info_[i].touch_begin);
