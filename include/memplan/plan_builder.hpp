@@ -103,13 +103,13 @@ class plan_builder {
     std::vector<index_t> extra;  ///< an in-place split's waits
 
     [[nodiscard]] const action& act() const { return b.plan_.actions[static_cast<std::size_t>(a)]; }
-    index_t copy(index_t creator) {
+    [[gnu::always_inline]] index_t copy(index_t creator) {
       std::vector<index_t>& c = b.creator_;
       if (b.copies_ == c.size()) c.resize(std::max<std::size_t>(64, 2 * c.size()));  // writes through indices
       c[b.copies_] = creator;
       return static_cast<index_t>(b.copies_++);
     }
-    void wait(index_t on) {
+    [[gnu::always_inline]] void wait(index_t on) {
       if (on == no_index) return;
       b.plan_.waits.push_back(on);
       b.plan_.wait_begin.back() = static_cast<index_t>(b.plan_.waits.size());
@@ -121,12 +121,12 @@ class plan_builder {
       extra.clear();
     }
     void begin_access(index_t, bytes_t, bytes_t, bool) {}
-    void read(index_t c, bytes_t, bytes_t) {  // an input: wait for the swap-in that brought it
+    [[gnu::always_inline]] void read(index_t c, bytes_t, bytes_t) {  // an input: wait for the swap-in that brought it
       const index_t maker = b.creator_[static_cast<std::size_t>(c)];
       if (maker != no_index && b.plan_.actions[static_cast<std::size_t>(maker)].kind == action_kind::swap_in) wait(maker);
     }
     void write(index_t c, bytes_t, bytes_t) { b.creator_[static_cast<std::size_t>(c)] = a; }
-    index_t make(index_t, bytes_t, index_t, index_t) { return copy(a); }
+    [[gnu::always_inline]] index_t make(index_t, bytes_t, index_t, index_t) { return copy(a); }
     void workspace(bytes_t) {}
     index_t swap_in(index_t, bytes_t, index_t host, bytes_t) {
       wait(host == from_start ? no_index : host);

@@ -191,8 +191,6 @@ struct home_planner {
   static constexpr std::array<std::string_view, 3> option_names{"iterations", "particles", "seed-with"};
   static constexpr bool searches = true;  ///< 500 x 500 particles by default
 
-  using planner_lookup = plan (*)(std::string_view name, const problem&, const device_spec&, bytes_t,
-                                  const planner_options&);
   planner_lookup seed_planners = nullptr;
 
   plan operator()(const problem& p, const device_spec& dev, bytes_t budget, const planner_options& o) const {
@@ -201,7 +199,7 @@ struct home_planner {
     settings.iterations = static_cast<int>(option_number(o, "iterations", settings.iterations, 1, 100000));
     settings.particles = static_cast<int>(option_number(o, "particles", settings.particles, 1, 100000));
     const detail::home::feature_maps fm(p);
-    const std::vector<plan> seed_plans = run_seeds(p, dev, budget, o);
+    const std::vector<plan> seed_plans = memplan::seed_plans(seed_planners, "home", p, dev, budget, o);
     MEMPLAN_EXPECTS(seed_plans.size() <= static_cast<std::size_t>(settings.particles), invalid_argument,
                     "home: --seed-with names ", seed_plans.size(), " planners, more than the ", settings.particles,
                     " particles");
@@ -216,20 +214,6 @@ struct home_planner {
   }
 
  private:
-  /// The plans of the planners `--seed-with` names.
-  std::vector<plan> run_seeds(const problem& p, const device_spec& dev, bytes_t budget,
-                              const planner_options& o) const {
-    std::vector<plan> seeds;
-    planner_options plain = o;  // the seeding planners' own options: the common ones only
-    plain.extra.clear();
-    plain.progress = nullptr;
-    for (const std::string_view name : planner_names(option_text(o, "seed-with", ""), "home", "seed-with")) {
-      MEMPLAN_EXPECTS(seed_planners != nullptr, invalid_argument, "home: --seed-with '", name,
-                      "' needs the planner registry (use the registered 'home')");
-      seeds.push_back(seed_planners(name, p, dev, budget, plain));
-    }
-    return seeds;
-  }
 
   /// The swarm's plan, or the first seed plan that fits and simulates
   /// faster (or fits where the swarm's does not).

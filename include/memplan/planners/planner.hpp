@@ -70,6 +70,28 @@ struct planner_options {
   return names;
 }
 
+/// Runs a registered planner by name (the registry supplies it to the
+/// planners that run others: `auto`, and `home` and `milp` with `--seed-with`).
+using planner_lookup = plan (*)(std::string_view name, const problem&, const device_spec&, bytes_t,
+                                const planner_options&);
+
+/// The plans of the planners that planner `who`'s option `--seed-with`
+/// names, each run with the common options only (not `who`'s own, no progress).
+/// \throws invalid_argument when the list is malformed or no `lookup` is given.
+[[nodiscard]] inline std::vector<plan> seed_plans(planner_lookup lookup, std::string_view who, const problem& p,
+                                                  const device_spec& dev, bytes_t budget, const planner_options& o) {
+  std::vector<plan> seeds;
+  planner_options plain = o;
+  plain.extra.clear();
+  plain.progress = nullptr;
+  for (const std::string_view name : planner_names(option_text(o, "seed-with", ""), who, "seed-with")) {
+    MEMPLAN_EXPECTS(lookup != nullptr, invalid_argument, who, ": --seed-with '", name,
+                    "' needs the planner registry (use the registered '", who, "')");
+    seeds.push_back(lookup(name, p, dev, budget, plain));
+  }
+  return seeds;
+}
+
 /// A planner. A budget it cannot meet is an ordinary outcome: the plan says
 /// `feasible == false`, why, and the smallest peak it reached.
 template <class P>

@@ -34,8 +34,6 @@ struct portfolio_planner {
   static constexpr std::string_view default_portfolio =
       "none,capuchin,tsplit,dtr,delta,checkpoint,superneurons,vdnn-conv,vdnn-all,revolve";
 
-  using planner_lookup = plan (*)(std::string_view name, const problem&, const device_spec&, bytes_t,
-                                  const planner_options&);
   planner_lookup members = nullptr;
 
   plan operator()(const problem& p, const device_spec& dev, bytes_t budget, const planner_options& o) const {

@@ -533,8 +533,6 @@ struct milp_planner {
   static constexpr std::array<std::string_view, 2> option_names{"max-ops", "seed-with"};
   static constexpr bool searches = true;  ///< CBC may run for minutes
 
-  using planner_lookup = plan (*)(std::string_view name, const problem&, const device_spec&, bytes_t,
-                                  const planner_options&);
   /// Runs the planners `--seed-with` names; the registry supplies it.
   planner_lookup seed_planners = nullptr;
 
@@ -550,7 +548,7 @@ struct milp_planner {
     milp::program prog;
     const milp::variables x = milp::add_variables(prog, p);
     for (std::size_t t = 0; t < n; ++t) milp::add_stage(prog, p, x, budget, t);
-    for (const plan& seed : seed_plans(p, dev, budget, o)) {
+    for (const plan& seed : memplan::seed_plans(seed_planners, "milp", p, dev, budget, o)) {
       auto start = milp::start_of(p, seed, x);
       if (!start.empty()) prog.add_start(std::move(start));
     }
@@ -565,21 +563,6 @@ struct milp_planner {
     plan result = milp::plan_of(p, x, solved.x, budget);
     milp::judge(p, dev, budget, o.time_limit_s, solved, result);
     return result;
-  }
-
- private:
-  /// The plans of the planners `--seed-with` names (comma-separated).
-  std::vector<plan> seed_plans(const problem& p, const device_spec& dev, bytes_t budget,
-                               const planner_options& o) const {
-    std::vector<plan> seeds;
-    planner_options plain = o;  // the seeding planners' own options: the common ones only
-    plain.extra.clear();
-    for (const std::string_view name : planner_names(option_text(o, "seed-with", ""), "milp", "seed-with")) {
-      MEMPLAN_EXPECTS(seed_planners != nullptr, invalid_argument, "milp: --seed-with '", name,
-                      "' needs the planner registry (use the registered 'milp')");
-      seeds.push_back(seed_planners(name, p, dev, budget, plain));
-    }
-    return seeds;
   }
 };
 static_assert(planner<milp_planner>);
