@@ -7,9 +7,10 @@
 /// split in place, merged on a whole read) and host copies (offloaded state
 /// included) — and rejects, naming the action, what the rules forbid.
 ///
-/// The simulator (sim/simulator.hpp) and the executor's layout
-/// (runtime/layout.hpp) are its visitors: each keeps its own record of the
-/// copies (the simulator their holders and times, the layout their buffers)
+/// The simulator (sim/simulator.hpp), the executor's layout
+/// (runtime/layout.hpp) and `plan_builder` (plan_builder.hpp) are its
+/// visitors: each keeps its own record of the copies (the simulator their
+/// holders and times, the layout their buffers, the builder their makers)
 /// under ids it hands the walk. The validator (sim/validator.hpp) reads the
 /// rules independently and shares nothing with it.
 ///
