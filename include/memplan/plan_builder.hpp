@@ -100,7 +100,7 @@ class plan_builder {
     plan_builder& b;
     index_t a = 0;
     index_t split_creator = no_index;
-    std::vector<index_t> extra;  ///< an in-place split's waits
+    std::vector<index_t> extra;  ///< an in-place split's waits, until its release takes them
 
     [[nodiscard]] const action& act() const { return b.plan_.actions[static_cast<std::size_t>(a)]; }
     [[gnu::always_inline]] index_t copy(index_t creator) {
@@ -116,10 +116,7 @@ class plan_builder {
     }
     index_t initial_copy(index_t) { return copy(no_index); }
     index_t initial_host(index_t) { return from_start; }
-    void begin(index_t action_index) {
-      a = action_index;
-      extra.clear();
-    }
+    void begin(index_t action_index) { a = action_index; }
     void begin_access(index_t, bytes_t, bytes_t, bool) {}
     [[gnu::always_inline]] void read(index_t c, bytes_t, bytes_t) {  // an input: wait for the swap-in that brought it
       const index_t maker = b.creator_[static_cast<std::size_t>(c)];
@@ -152,24 +149,19 @@ class plan_builder {
       if (saves) wait(maker);
       for (const index_t h : extra) wait(h);
       if (!saves) wait(maker);
+      extra.clear();
     }
     index_t save(index_t, bytes_t, index_t, index_t) { return a; }
-    void end(index_t) {
-      const action& x = act();
-      if (stream_of(x.kind) == stream_kind::compute) b.last_compute_ = a;
-      if (x.kind == action_kind::swap_out || x.kind == action_kind::swap_in || x.kind == action_kind::free) return;
-      // An update writes the state it reads, in place: a later swap-out saves that.
-      if (b.p_->op_phase[static_cast<std::size_t>(x.step)] != phase::update) return;
-      for (const index_t t : b.p_->inputs(x.step)) {
-        const index_t c = b.walk_.device_copy(t);
-        if (b.p_->persistent(t) && c != no_index) b.creator_[static_cast<std::size_t>(c)] = a;
-      }
+    void update(index_t c) {  // a later swap-out saves what the update wrote
+      if (c != no_index) b.creator_[static_cast<std::size_t>(c)] = a;
     }
+    void end(index_t) {}
   };
 
   index_t add(action x, std::span<const index_t> after = {}) {
     const index_t a = plan_.push(x, after);
     if (walking_) walking_ = walk_.step(a, deriver_);
+    if (stream_of(x.kind) == stream_kind::compute) last_compute_ = a;  // an in-place split waits for it
     return a;
   }
 

@@ -26,6 +26,8 @@
 ///   writes its share of a whole output (a parameter gradient) in place;
 /// - `index_t make(index_t t, bytes_t bytes, index_t parts, index_t part)`:
 ///   a new device copy, an op's output (part: no_index for a whole tensor);
+/// - `void update(index_t c)`: an update-phase op writes copy c, the
+///   persistent state it read, in place (a later swap_out saves that);
 /// - `void workspace(bytes_t bytes)`: the scratch the op needs while it runs;
 /// - `index_t swap_in(index_t t, bytes_t bytes, index_t host, bytes_t host_start)`:
 ///   a new device copy read from host copy `host`, from byte `host_start`;
@@ -286,10 +288,15 @@ class plan_walk {
     }
     if (act.parts < 1) return fail_at(a, detail::concat(": parts must be at least 1, got ", act.parts));
     if (!count_computed(a, act)) return false;
-    const bool update = p.op_phase[static_cast<std::size_t>(s)] == phase::update;
     for (const index_t t : p.inputs(s)) {
       if (!read_input(a, act, t, v)) return false;
-      if (update && p.persistent(t)) last_update_[static_cast<std::size_t>(t)] = a;
+    }
+    if (p.op_phase[static_cast<std::size_t>(s)] == phase::update) {  // it writes the state it reads, in place
+      for (const index_t t : p.inputs(s)) {
+        if (!p.persistent(t)) continue;
+        last_update_[static_cast<std::size_t>(t)] = a;
+        v.update(current_[static_cast<std::size_t>(t)]);
+      }
     }
     for (const index_t t : p.outputs(s)) {
       if (!make_output(a, act, t, v)) return false;

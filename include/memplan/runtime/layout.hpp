@@ -199,6 +199,7 @@ class layout_recorder {
     access_->slices.push_back({c, 0, bytes});
     return c;
   }
+  void update(index_t) {}  // in place: the buffer it read
   void workspace(bytes_t bytes) {
     if (bytes == 0) return;
     const index_t w = allocate(no_index, bytes, 1, no_index);

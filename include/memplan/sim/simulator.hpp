@@ -293,6 +293,7 @@ class simulator {
       alloc += b;
       return c;
     }
+    void update(index_t) {}  // the walk keeps the last update of offloaded state
     void workspace(bytes_t b) {
       workspace_bytes = b;
       alloc += b;
