@@ -4,8 +4,9 @@
 /// implementing exactly the action-list semantics of plan.hpp.
 ///
 /// Two passes over flat arrays:
-/// 1. `resolve`, in list (issue) order: which device copy of a tensor each
-///    action reads, makes or releases, what it allocates, and how many
+/// 1. `resolve`, in list (issue) order, by the plan walk (plan_walk.hpp,
+///    shared with the layout and plan_builder): which device copy of a
+///    tensor each action reads, makes or releases, what it allocates, and how many
 ///    actions hold each copy. Plan errors that do not depend on timing
 ///    (reading a tensor that is not on the device, a double release, ...)
 ///    are found here.
