@@ -45,6 +45,7 @@
 #include "memplan/planners/registry.hpp"
 #include "memplan/problem.hpp"
 #include "memplan/runtime/executor.hpp"
+#include "memplan/sim/assign_layout.hpp"
 #include "memplan/sim/simulator.hpp"
 #include "memplan/sim/validator.hpp"
 
@@ -256,6 +257,7 @@ std::vector<std::string> row_cells(const planned& r) {
   return {std::string(r.sim.planner),
           succeeded(r) ? "yes" : "no",
           format_bytes(succeeded(r) ? r.sim.peak_bytes : r.result.best_peak),
+          succeeded(r) ? format_bytes(r.sim.peak_live_bytes) : "-",
           succeeded(r) ? fixed(r.sim.time_us / 1e3, 2) : "-",
           succeeded(r) ? fixed(100 * r.sim.overhead, 1) + " %" : "-",
           format_bytes(r.sim.swapped_out_bytes),
@@ -263,8 +265,8 @@ std::vector<std::string> row_cells(const planned& r) {
           std::to_string(r.sim.split_ops),
           fixed(r.planning_time_s * 1e3, 2)};
 }
-const std::vector<std::string> row_header{"planner", "feasible", "peak",       "time ms", "overhead",
-                                          "swapped", "recomputed", "split ops", "plan ms"};
+const std::vector<std::string> row_header{"planner",  "feasible", "arena",      "live peak", "time ms",
+                                          "overhead", "swapped",  "recomputed", "split ops", "plan ms"};
 
 void print_problem_line(std::ostream& out, const problem& p, const device_spec& d, bytes_t budget) {
   out << p.name << " on " << d.name << ": " << p.num_steps() << " ops, baseline peak "
@@ -535,6 +537,10 @@ int cmd_simulate(const arguments& args) {
   const device_spec d = load_device(args, "");
   auto [p, result] = load_graph_and_plan(args);
   const bytes_t budget = args.has("budget") ? read_budget(args, p) : result.budget;
+  if (result.offsets.empty()) {  // a plan without a layout gets the one its timeline gives (plan_layout.hpp)
+    result.budget = budget;
+    assign_layout(p, result, d);
+  }
   simulate_options so;
   so.record_timeline = args.has("trace");
   so.record_memory = args.has("trace");

@@ -30,5 +30,6 @@
 #include "memplan/problem.hpp"
 #include "memplan/runtime/executor.hpp"
 #include "memplan/sim/report.hpp"
+#include "memplan/sim/assign_layout.hpp"
 #include "memplan/sim/simulator.hpp"
 #include "memplan/sim/validator.hpp"

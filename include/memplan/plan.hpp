@@ -147,6 +147,11 @@ struct plan {
   std::vector<index_t> waits;          ///< indices of earlier actions
   std::vector<search_point> history;   ///< search planners: the best plan after each iteration; else empty
   std::vector<index_t> offloaded_state;  ///< persistent tensors in host memory between iterations, ascending
+  /// The memory layout (DESIGN.md §6, plan_layout.hpp): the arena offset of
+  /// every device allocation, in `allocation_order` (plan_layout.hpp);
+  /// empty: none assigned yet.
+  std::vector<bytes_t> offsets;
+  bytes_t arena_bytes = 0;  ///< the layout's arena: the highest offset + footprint (0: no layout)
 
   [[nodiscard]] std::span<const index_t> waits_of(std::size_t a) const {
     const auto b = static_cast<std::size_t>(wait_begin[a]);

@@ -29,6 +29,9 @@ struct device_spec {
   link_spec h2d;                     ///< host to device
   link_spec d2h;                     ///< device to host
   double launch_overhead_us = 5.0;   ///< per kernel launch
+  /// Every device allocation starts at a multiple of this and takes its
+  /// bytes rounded up to it (256: what cudaMalloc guarantees). A power of two.
+  bytes_t alignment = 256;
 };
 
 }  // namespace memplan

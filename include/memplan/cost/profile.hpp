@@ -71,6 +71,13 @@ inline void read_profile_link(const nlohmann::json& j, const char* key, link_spe
   detail::read_profile_number(profile, "", "bf16_tflops", base.bf16_tflops, false);
   detail::read_profile_number(profile, "", "memory_bandwidth_gb_s", base.memory_bandwidth_gb_s, true);
   detail::read_profile_number(profile, "", "launch_overhead_us", base.launch_overhead_us, false);
+  if (const auto it = profile.find("alignment_bytes"); it != profile.end()) {
+    const bool power_of_two = it->is_number_integer() && it->get<std::int64_t>() > 0 &&
+                              (it->get<std::int64_t>() & (it->get<std::int64_t>() - 1)) == 0;
+    MEMPLAN_EXPECTS(power_of_two, invalid_graph,
+                    "device profile: field 'alignment_bytes' must be a positive power of two, got ", it->dump());
+    base.alignment = it->get<std::int64_t>();
+  }
   detail::read_profile_link(profile, "h2d", base.h2d);
   detail::read_profile_link(profile, "d2h", base.d2h);
   return base;

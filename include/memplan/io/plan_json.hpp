@@ -62,6 +62,7 @@ class plan_reader {
     plan_.best_peak = top_.integer("best_peak_bytes");
     read_decisions(p.num_tensors());
     read_offloaded_state();
+    read_layout();
     read_actions(top_.array("actions"));
   }
 
@@ -93,6 +94,15 @@ class plan_reader {
       plan_.offloaded_state.push_back(it->second);
     }
     std::ranges::sort(plan_.offloaded_state);
+  }
+
+  /// Optional: {"arena_bytes": N, "offsets": [...]}; the simulator and the
+  /// validator check the offsets against the actions.
+  void read_layout() {
+    if (!top_.has("layout")) return;
+    const field_reader r(top_.object("layout"), "layout");
+    plan_.arena_bytes = r.integer("arena_bytes");
+    for (const std::int64_t o : r.integers_or_empty("offsets")) plan_.offsets.push_back(o);
   }
 
   void read_actions(const json& actions) {
@@ -209,15 +219,16 @@ class plan_reader {
               {"decisions", std::move(decisions)},
               {"actions", std::move(actions)}};
   if (!offloaded.empty()) doc["offloaded_state"] = std::move(offloaded);
+  if (!pl.offsets.empty()) doc["layout"] = {{"arena_bytes", pl.arena_bytes}, {"offsets", pl.offsets}};
   return doc;
 }
 
 /// Writes `to_json(pl, p)` with one action per line.
 /// \throws invalid_graph as `to_json`.
 inline void write_plan(std::ostream& out, const plan& pl, const problem& p) {
-  static constexpr std::array<std::string_view, 10> keys{
-      "format",       "version",         "planner",   "feasible",        "reason",
-      "budget_bytes", "best_peak_bytes", "decisions", "offloaded_state", "actions"};
+  static constexpr std::array<std::string_view, 11> keys{
+      "format",          "version",         "planner",   "feasible", "reason", "budget_bytes",
+      "best_peak_bytes", "decisions", "offloaded_state", "layout",   "actions"};
   detail::write_lines(out, to_json(pl, p), keys);
 }
 

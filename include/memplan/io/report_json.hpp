@@ -24,6 +24,8 @@ namespace memplan::io {
       {"budget_bytes", r.budget_bytes},
       {"baseline_peak_bytes", r.baseline_peak_bytes},
       {"peak_bytes", r.peak_bytes},
+      {"peak_live_bytes", r.peak_live_bytes},
+      {"arena_bytes", r.arena_bytes},
       {"baseline_time_s", r.baseline_time_us / us_per_s},
       {"time_s", r.time_us / us_per_s},
       {"overhead", r.overhead},

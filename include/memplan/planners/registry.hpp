@@ -18,6 +18,7 @@
 #include "memplan/planners/planner.hpp"
 #include "memplan/planners/portfolio.hpp"
 #include "memplan/planners/tsplit.hpp"
+#include "memplan/planners/verdict.hpp"
 
 namespace memplan {
 
@@ -40,7 +41,7 @@ struct planner_entry {
 namespace detail {
 template <planner P>
 plan run_planner(const problem& p, const device_spec& d, bytes_t budget, const planner_options& o) {
-  return P{}(p, d, budget, o);
+  return with_layout([&](bytes_t target) { return P{}(p, d, target, o); }, p, d, budget);
 }
 template <planner P>
 constexpr planner_entry entry(std::string_view name, std::string_view summary) {

@@ -10,6 +10,7 @@
 #include "memplan/format_bytes.hpp"
 #include "memplan/plan.hpp"
 #include "memplan/problem.hpp"
+#include "memplan/sim/assign_layout.hpp"
 #include "memplan/sim/simulator.hpp"
 
 namespace memplan::detail {
@@ -43,6 +44,47 @@ inline void judge(const problem& p, plan& pl, const device_spec& dev) {
   simulator sim;
   const report r = sim.run(p, pl, dev, pl.budget);
   record_verdict(p, pl, r, dev, sim);
+}
+
+/// How often `with_layout` plans again for a tighter target.
+inline constexpr int layout_retries = 3;
+
+/// A planner's plan for `budget` with its memory layout (DESIGN.md §6: the
+/// budget is the arena). `plan_for(target)` plans for a live-bytes target;
+/// where the layout of a feasible plan overflows the budget, planning runs
+/// again with the target lowered by the overflow, up to `layout_retries`
+/// times; a plan whose layout still does not fit is infeasible
+/// (out_of_memory), its best peak the arena it needs.
+template <class PlanFor>
+plan with_layout(PlanFor plan_for, const problem& p, const device_spec& dev, bytes_t budget) {
+  bytes_t target = budget;
+  plan pl = plan_for(target);
+  for (int tries = 0;; ++tries) {
+    pl.budget = budget;
+    if (!pl.feasible) return pl;
+    const report r = assign_layout(p, pl, dev);
+    if (r.feasible && pl.arena_bytes <= budget) return pl;
+    const bytes_t need = r.feasible ? pl.arena_bytes : r.peak_bytes;
+    if (tries == layout_retries || !r.feasible || need - budget >= target) {
+      pl.offsets.clear();
+      pl.feasible = false;
+      pl.kind = r.feasible ? failure_kind::out_of_memory : r.kind;
+      pl.best_peak = need;
+      pl.reason = concat(pl.planner, ": the plan's memory layout needs an arena of ", need, " bytes (",
+                         format_bytes(need), "; ", r.peak_bytes, " bytes live at its peak) after ", tries,
+                         " tighter tries; the budget is ", budget, " bytes (", format_bytes(budget), ")",
+                         r.feasible ? "" : ": " + r.failure);
+      pl.arena_bytes = 0;
+      return pl;
+    }
+    target -= (need - budget + dev.alignment - 1) / dev.alignment * dev.alignment;
+    plan tighter = plan_for(target);
+    if (!tighter.feasible) {  // keep the overflowing plan's verdict
+      tries = layout_retries - 1;
+      continue;
+    }
+    pl = std::move(tighter);
+  }
 }
 
 }  // namespace memplan::detail

@@ -37,7 +37,11 @@ struct report {
   std::string failure;
 
   bytes_t budget_bytes = 0;
-  bytes_t peak_bytes = 0;           ///< highest device memory in use (so far, when infeasible)
+  /// Device memory the plan takes: its layout's arena when it has one
+  /// (plan_layout.hpp), else `peak_live_bytes`.
+  bytes_t peak_bytes = 0;
+  bytes_t peak_live_bytes = 0;  ///< the most tensor bytes live at once (so far, when infeasible)
+  bytes_t arena_bytes = 0;      ///< the layout's arena: highest offset + footprint (0: no layout)
   bytes_t baseline_peak_bytes = 0;  ///< `problem::baseline_peak()`: no planning
   bytes_t swapped_out_bytes = 0;    ///< sum over swap_out actions
   bytes_t swapped_in_bytes = 0;     ///< sum over swap_in actions

@@ -43,6 +43,7 @@
 #include "memplan/error.hpp"
 #include "memplan/format_bytes.hpp"
 #include "memplan/plan.hpp"
+#include "memplan/plan_layout.hpp"
 #include "memplan/plan_walk.hpp"
 #include "memplan/problem.hpp"
 #include "memplan/sim/report.hpp"
@@ -127,6 +128,8 @@ class simulator {
         }
       }
     }
+    r.peak_live_bytes = r.peak_bytes;
+    if (r.kind == failure_kind::none && !pl.offsets.empty()) judge_layout(p, pl, dev, budget, r);
     r.feasible = r.kind == failure_kind::none;
     r.overhead = r.baseline_time_us > 0 ? r.time_us / r.baseline_time_us - 1 : 0;
     if (needs_rerun) {
@@ -134,6 +137,25 @@ class simulator {
       *need = {free_run.feasible, free_run.peak_bytes, free_run.time_us};
     }
     return r;
+  }
+
+  /// A plan with a layout (plan_layout.hpp): its offsets must hold its
+  /// allocations apart in the timeline just run, and its arena is the peak
+  /// and must fit the budget.
+  void judge_layout(const problem& p, const plan& pl, const device_spec& dev, bytes_t budget, report& r) {
+    const runtime::layout l = runtime::layout_of(p, pl);
+    const allocation_lifetimes a = lifetimes_of(l, start_, end_);
+    if (const std::string why = layout_conflict(p, pl, l, a, pl.offsets, dev.alignment); !why.empty()) {
+      fail("layout: " + why, r);
+      return;
+    }
+    r.arena_bytes = arena_extent(a, pl.offsets, dev.alignment);
+    r.peak_bytes = r.arena_bytes;
+    if (r.arena_bytes <= budget) return;
+    r.kind = failure_kind::out_of_memory;
+    r.failure = detail::concat("out of memory: the layout's arena needs ", format_bytes(r.arena_bytes),
+                               " (peak of live bytes ", format_bytes(r.peak_live_bytes), "), budget ",
+                               format_bytes(budget));
   }
 
   /// What the timed pass needs of an action (one cache line, not seven arrays).
