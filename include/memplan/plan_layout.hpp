@@ -52,39 +52,57 @@ struct allocation_lifetimes {
 
 namespace detail::plan_layout {
 
-/// When buffer b of `l` is freed: the end of its last holder (its release
-/// among them); `never_freed` for a buffer kept after the run.
-inline double free_time(const runtime::layout& l, const runtime::buffer& b, std::span<const double> end) {
-  if (b.release == no_index) return std::numeric_limits<double>::infinity();
-  double t = 0;
-  const auto at = [&](index_t a) { return a == l.load ? 0.0 : end[static_cast<std::size_t>(a)]; };
-  t = std::max(t, at(b.release));
+/// An instant of a run: a start or end of an action at `time`, the action
+/// being the `order`-th to start. Events of one instant come in the order
+/// the simulator handles them: an action's end before the start of any
+/// action that started after it, its start before its own end.
+struct instant {
+  double time = 0;
+  index_t order = -1;  ///< -1: the load at time 0, before every action
+  int end = 0;         ///< 0: a start, 1: an end
+  auto operator<=>(const instant&) const = default;
+};
+
+/// When buffer b of `l` is made and freed (the end of its last holder, its
+/// release among them; `nullopt`-like `kept` for a buffer kept after the run).
+struct span_of_life {
+  instant made;
+  instant freed;
+  bool kept = false;
+};
+inline span_of_life life_of(const runtime::layout& l, const runtime::buffer& b, std::span<const double> start,
+                            std::span<const double> end, std::span<const index_t> order) {
+  const auto event = [&](index_t a, int is_end) {
+    if (a == l.load) return instant{0, -1, is_end};
+    const auto i = static_cast<std::size_t>(a);
+    return instant{is_end != 0 ? end[i] : start[i], order[i], is_end};
+  };
+  span_of_life life{event(b.maker, 0), event(b.maker, 1), b.release == no_index};
+  if (b.release != no_index) life.freed = std::max(life.freed, event(b.release, 1));
   for (const index_t h : b.holders) {
-    if (h != no_index) t = std::max(t, at(h));
+    if (h != no_index) life.freed = std::max(life.freed, event(h, 1));
   }
-  return t;
+  return life;
 }
 
-/// Ranks of times: made at time x and freed at time y become the half-open
-/// event interval [2 rank(x), 2 rank(y) + 1), so that a free is before a
-/// make only when strictly earlier.
-class time_ranks {
+/// Ranks of instants: made at x and freed at y become the half-open event
+/// interval [rank(x), rank(y) + 1), so a buffer's bytes may be reused only
+/// by one made at a later instant than its free.
+class instant_ranks {
  public:
-  void add(double t) { times_.push_back(t); }
+  void add(const instant& t) { times_.push_back(t); }
   void sort() {
     std::ranges::sort(times_);
     times_.erase(std::unique(times_.begin(), times_.end()), times_.end());
   }
-  [[nodiscard]] index_t made(double t) const { return 2 * rank(t); }
-  [[nodiscard]] index_t freed(double t) const {
-    return t == std::numeric_limits<double>::infinity() ? never_freed : 2 * rank(t) + 1;
-  }
+  [[nodiscard]] index_t made(const span_of_life& l) const { return rank(l.made); }
+  [[nodiscard]] index_t freed(const span_of_life& l) const { return l.kept ? never_freed : rank(l.freed) + 1; }
 
  private:
-  [[nodiscard]] index_t rank(double t) const {
+  [[nodiscard]] index_t rank(const instant& t) const {
     return static_cast<index_t>(std::ranges::lower_bound(times_, t) - times_.begin());
   }
-  std::vector<double> times_;
+  std::vector<instant> times_;
 };
 
 /// A piece of an allocation in a sweep: bytes [from, to) live over [begin, end).
@@ -101,13 +119,16 @@ inline std::vector<piece> pieces_of(std::span<const lifetime> lifetimes, std::sp
   std::vector<piece> out;
   for (std::size_t i = 0; i < lifetimes.size(); ++i) {
     const lifetime& life = lifetimes[i];
+    const segment whole{life.bytes, life.end};
+    const std::span<const segment> parts =
+        life.segments == 0 ? std::span<const segment>(&whole, 1)
+                           : segments.subspan(static_cast<std::size_t>(life.first_segment), static_cast<std::size_t>(life.segments));
     bytes_t at = offsets[i];
-    for (index_t k = 0; k < life.segment_count; ++k) {
-      const segment& s = segments[static_cast<std::size_t>(life.first_segment + k)];
-      bytes_t to = at + s.bytes;
-      if (k + 1 == life.segment_count) to = offsets[i] + (to - offsets[i] + alignment - 1) / alignment * alignment;
-      if (to > at) out.push_back({life.begin, s.end, at, to, static_cast<index_t>(i)});
-      at += s.bytes;
+    for (std::size_t k = 0; k < parts.size(); ++k) {
+      bytes_t to = at + parts[k].bytes;
+      if (k + 1 == parts.size()) to = offsets[i] + (to - offsets[i] + alignment - 1) / alignment * alignment;
+      if (to > at) out.push_back({life.begin, parts[k].end, at, to, static_cast<index_t>(i)});
+      at += parts[k].bytes;
     }
   }
   return out;
@@ -145,34 +166,33 @@ inline std::vector<piece> pieces_of(std::span<const lifetime> lifetimes, std::sp
 }
 
 /// The allocations of `l` (layout_of's buffers of a plan) and their
-/// lifetimes in the timeline where action a runs from `start[a]` to `end[a]`.
+/// lifetimes in the run where action a runs from `start[a]` to `end[a]`
+/// and is the `order[a]`-th to start.
 [[nodiscard]] inline allocation_lifetimes lifetimes_of(const runtime::layout& l, std::span<const double> start,
-                                                       std::span<const double> end) {
+                                                       std::span<const double> end, std::span<const index_t> order) {
   using namespace detail::plan_layout;
-  const auto made_at = [&](const runtime::buffer& b) {
-    return b.maker == l.load ? 0.0 : start[static_cast<std::size_t>(b.maker)];
-  };
-  std::vector<double> freed(l.device.size());
-  time_ranks ranks;
+  std::vector<span_of_life> lives(l.device.size());
+  instant_ranks ranks;
   for (std::size_t i = 0; i < l.device.size(); ++i) {
-    freed[i] = free_time(l, l.device[i], end);
-    ranks.add(made_at(l.device[i]));
-    ranks.add(freed[i]);
+    lives[i] = life_of(l, l.device[i], start, end, order);
+    ranks.add(lives[i].made);
+    ranks.add(lives[i].freed);
   }
-  for (const index_t i : l.released_at_load) freed[static_cast<std::size_t>(i)] = 0;
+  for (const index_t i : l.released_at_load) lives[static_cast<std::size_t>(i)] = {{0, -1, 0}, {0, -1, 1}, false};
   ranks.sort();
   allocation_lifetimes out;
   for (std::size_t i = 0; i < l.device.size(); ++i) {
     const runtime::buffer& b = l.device[i];
     if (b.whole != no_index) continue;  // inside its whole tensor's block
-    lifetime life{ranks.made(made_at(b)), static_cast<index_t>(out.segments.size()), 1};
-    if (b.split_into == no_index) {
-      out.segments.push_back({b.bytes, ranks.freed(freed[i])});
-    } else {  // its micro-tensors, back to back, each freed on its own
-      life.segment_count = l.device[static_cast<std::size_t>(b.split_into)].parts;
-      for (index_t k = 0; k < life.segment_count; ++k) {
+    lifetime life{ranks.made(lives[i]), ranks.freed(lives[i]), b.bytes, 0, 0};
+    if (b.split_into != no_index) {  // its micro-tensors, back to back, each freed on its own
+      life.first_segment = static_cast<index_t>(out.segments.size());
+      life.segments = l.device[static_cast<std::size_t>(b.split_into)].parts;
+      life.end = 0;
+      for (index_t k = 0; k < life.segments; ++k) {
         const auto m = static_cast<std::size_t>(b.split_into + k);
-        out.segments.push_back({l.device[m].bytes, ranks.freed(freed[m])});
+        out.segments.push_back({l.device[m].bytes, ranks.freed(lives[m])});
+        life.end = std::max(life.end, out.segments.back().end);
       }
     }
     out.buffer.push_back(static_cast<index_t>(i));
@@ -203,15 +223,19 @@ inline std::vector<piece> pieces_of(std::span<const lifetime> lifetimes, std::sp
 }
 
 /// Times for `lifetimes_of` where actions are issued one after another in
-/// `order` (a permutation of the plan's actions): the executor's issue
+/// `issue` (a permutation of the plan's actions): the executor's issue
 /// order, in which an allocation may reuse bytes once every holder of the
 /// old one is issued before its maker.
-inline void issue_times(std::span<const index_t> order, std::vector<double>& start, std::vector<double>& end) {
-  start.assign(order.size(), 0);
-  end.assign(order.size(), 0);
-  for (std::size_t i = 0; i < order.size(); ++i) {
-    start[static_cast<std::size_t>(order[i])] = static_cast<double>(i) + 1;
-    end[static_cast<std::size_t>(order[i])] = static_cast<double>(i) + 1.5;
+inline void issue_times(std::span<const index_t> issue, std::vector<double>& start, std::vector<double>& end,
+                        std::vector<index_t>& order) {
+  start.assign(issue.size(), 0);
+  end.assign(issue.size(), 0);
+  order.assign(issue.size(), 0);
+  for (std::size_t i = 0; i < issue.size(); ++i) {
+    const auto a = static_cast<std::size_t>(issue[i]);
+    start[a] = static_cast<double>(i) + 1;
+    end[a] = static_cast<double>(i) + 1.5;
+    order[a] = static_cast<index_t>(i);
   }
 }
 
@@ -251,9 +275,7 @@ inline void issue_times(std::span<const index_t> order, std::vector<double>& sta
                                           bytes_t alignment) {
   bytes_t arena = 0;
   for (std::size_t i = 0; i < a.lifetimes.size(); ++i) {
-    const lifetime& life = a.lifetimes[i];
-    bytes_t bytes = 0;
-    for (index_t k = 0; k < life.segment_count; ++k) bytes += a.segments[static_cast<std::size_t>(life.first_segment + k)].bytes;
+    const bytes_t bytes = a.lifetimes[i].bytes;
     if (bytes > 0) arena = std::max(arena, offsets[i] + (bytes + alignment - 1) / alignment * alignment);
   }
   return arena;

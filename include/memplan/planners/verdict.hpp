@@ -65,7 +65,8 @@ plan with_layout(PlanFor plan_for, const problem& p, const device_spec& dev, byt
     const report r = assign_layout(p, pl, dev);
     if (r.feasible && pl.arena_bytes <= budget) return pl;
     const bytes_t need = r.feasible ? pl.arena_bytes : r.peak_bytes;
-    if (tries == layout_retries || !r.feasible || need - budget >= target) {
+    const bytes_t cut = (need - budget + dev.alignment - 1) / dev.alignment * dev.alignment;
+    if (tries == layout_retries || !r.feasible || cut >= target) {
       pl.offsets.clear();
       pl.feasible = false;
       pl.kind = r.feasible ? failure_kind::out_of_memory : r.kind;
@@ -77,7 +78,7 @@ plan with_layout(PlanFor plan_for, const problem& p, const device_spec& dev, byt
       pl.arena_bytes = 0;
       return pl;
     }
-    target -= (need - budget + dev.alignment - 1) / dev.alignment * dev.alignment;
+    target -= cut;
     plan tighter = plan_for(target);
     if (!tighter.feasible) {  // keep the overflowing plan's verdict
       tries = layout_retries - 1;

@@ -74,9 +74,8 @@
 namespace memplan::runtime {
 
 /// The order in which an executor made with `timing` issues `pl`'s
-/// actions: as the simulator starts them on that
-/// device (ties in list order: a wait or a stream predecessor never starts
-/// later), or list order without `timing` or where the simulator finds the
+/// actions: the order the simulator starts them in on that device
+/// (`action_interval::order`), or list order without `timing` or where the simulator finds the
 /// plan infeasible. (The simulator may start a micro-op reading micro-tensor
 /// k of a whole tensor before a copy stream's release splits it, and an
 /// action reading the whole tensor after: the executor splits a tensor when
@@ -88,11 +87,7 @@ namespace memplan::runtime {
   if (timing == nullptr) return order;
   const report r = simulator().run(p, pl, *timing, pl.budget, simulate_options{true, false});
   if (!r.feasible || r.timeline.size() != pl.actions.size()) return order;
-  std::vector<double> start(pl.actions.size());
-  for (const action_interval& row : r.timeline) start[static_cast<std::size_t>(row.action)] = row.start_us;
-  std::ranges::stable_sort(order, [&](index_t x, index_t y) {
-    return start[static_cast<std::size_t>(x)] < start[static_cast<std::size_t>(y)];
-  });
+  for (const action_interval& row : r.timeline) order[static_cast<std::size_t>(row.order)] = row.action;
   return order;
 }
 

@@ -29,12 +29,14 @@ inline report assign_layout(const problem& p, plan& pl, const device_spec& dev) 
   report r = simulator().run(p, pl, dev, pl.budget, simulate_options{true, false});
   if (!r.feasible) return r;
   std::vector<double> start(pl.actions.size()), end(pl.actions.size());
+  std::vector<index_t> order(pl.actions.size());
   for (const action_interval& row : r.timeline) {
     start[static_cast<std::size_t>(row.action)] = row.start_us;
     end[static_cast<std::size_t>(row.action)] = row.end_us;
+    order[static_cast<std::size_t>(row.action)] = row.order;
   }
   const runtime::layout l = runtime::layout_of(p, pl);
-  const allocation_lifetimes a = lifetimes_of(l, start, end);
+  const allocation_lifetimes a = lifetimes_of(l, start, end, order);
   arena_layout placed = place(a.lifetimes, a.segments, dev.alignment);
   pl.offsets = std::move(placed.offsets);
   pl.arena_bytes = placed.arena_bytes;

@@ -18,6 +18,7 @@ struct action_interval {
   stream_kind stream = stream_kind::compute;
   double start_us = 0;
   double end_us = 0;
+  index_t order = 0;  ///< it was the order-th action to start (ties in time broken as the simulator did)
 };
 
 /// Device memory in use from `time_us` until the next point.

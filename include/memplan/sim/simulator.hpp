@@ -117,14 +117,18 @@ class simulator {
     if (resolve(p, pl, dev, r)) {
       const bool unbounded = run_unbounded(pl, need != nullptr ? unlimited : budget, opts, r);
       if (unbounded && need != nullptr) *need = {true, r.peak_bytes, r.time_us};
-      if (!unbounded || r.peak_bytes > budget) {
+      timed_ = !unbounded || r.peak_bytes > budget;
+      if (timed_) {
         r.memory_curve.clear();
         execute(p, pl, budget, opts, r);
         needs_rerun = need != nullptr && !unbounded && r.kind != failure_kind::none;
       }
       if (opts.record_timeline) {
+        record_start_order();
         for (std::size_t i = 0; i < pl.actions.size(); ++i) {
-          if (end_[i] != never) r.timeline.push_back({static_cast<index_t>(i), info_[i].stream, start_[i], end_[i]});
+          if (end_[i] != never) {
+            r.timeline.push_back({static_cast<index_t>(i), info_[i].stream, start_[i], end_[i], order_[i]});
+          }
         }
       }
     }
@@ -143,8 +147,9 @@ class simulator {
   /// allocations apart in the timeline just run, and its arena is the peak
   /// and must fit the budget.
   void judge_layout(const problem& p, const plan& pl, const device_spec& dev, bytes_t budget, report& r) {
+    record_start_order();
     const runtime::layout l = runtime::layout_of(p, pl);
-    const allocation_lifetimes a = lifetimes_of(l, start_, end_);
+    const allocation_lifetimes a = lifetimes_of(l, start_, end_, order_);
     if (const std::string why = layout_conflict(p, pl, l, a, pl.offsets, dev.alignment); !why.empty()) {
       fail("layout: " + why, r);
       return;
@@ -156,6 +161,20 @@ class simulator {
     r.failure = detail::concat("out of memory: the layout's arena needs ", format_bytes(r.arena_bytes),
                                " (peak of live bytes ", format_bytes(r.peak_live_bytes), "), budget ",
                                format_bytes(budget));
+  }
+
+  /// `order_`: the timed pass records the order it starts actions in; where
+  /// memory never binds they start in the order of (start time, issue index).
+  void record_start_order() {
+    if (timed_) return;
+    const std::size_t n = start_.size();
+    std::vector<index_t> by_start(n);
+    for (std::size_t i = 0; i < n; ++i) by_start[i] = static_cast<index_t>(i);
+    std::ranges::stable_sort(by_start, [&](index_t x, index_t y) {
+      return start_[static_cast<std::size_t>(x)] < start_[static_cast<std::size_t>(y)];
+    });
+    order_.resize(n);
+    for (std::size_t k = 0; k < n; ++k) order_[static_cast<std::size_t>(by_start[k])] = static_cast<index_t>(k);
   }
 
   /// What the timed pass needs of an action (one cache line, not seven arrays).
@@ -520,6 +539,7 @@ class simulator {
     bool load() {
       s.end_.assign(n, never);
       s.start_.resize(n);
+      s.order_.assign(n, static_cast<index_t>(n));
       for (std::size_t i = 0; i < n; ++i) s.info_[i].frees = s.info_[i].workspace;
       for (copy_info& c : std::span(s.copies_).first(s.copy_count_)) {
         c.release_us = 0;
@@ -622,6 +642,7 @@ class simulator {
       }
       s.start_[a] = now;
       s.end_[a] = end;
+      s.order_[a] = static_cast<index_t>(started);
       busy_until[static_cast<std::size_t>(info.stream)] = end;
       head[static_cast<std::size_t>(info.stream)] = static_cast<std::size_t>(info.next);
       ++started;
@@ -697,6 +718,8 @@ class simulator {
   double compute_busy_us_ = 0;     ///< the compute stream's total busy time
   std::vector<double> start_;      ///< per action
   std::vector<double> end_;        ///< per action; `never` until it starts
+  std::vector<index_t> order_;     ///< per action: the how-manieth it started (`record_start_order`)
+  bool timed_ = false;             ///< the last run's times come from the timed pass
   index_t first_[stream_count] = {};  ///< per stream, its first action
   std::vector<copy_info> copies_;
   std::size_t copy_count_ = 0;  ///< used part of `copies_`

@@ -63,6 +63,11 @@ struct buffer {
   std::vector<index_t> holders;  ///< actions that must end before it can go
   bool goes = false;             ///< released at all (explicitly, or dead and not persistent)
   index_t writer = no_index;     ///< a later micro-op that wrote this whole output after its maker
+  /// A micro-tensor split in place: the whole tensor's buffer whose block
+  /// it lies in, from byte `start`; no_index: an allocation of its own.
+  index_t inside = no_index;
+  bytes_t start = 0;
+  bytes_t block = 0;  ///< an allocation: the bytes its block holds (a whole tensor split in place keeps them)
 };
 
 /// vec[i] for an index_t i.
@@ -213,6 +218,7 @@ struct checker : reading {
   std::vector<buffer> buffers;
   std::vector<std::uint8_t> offloaded = offloaded_flags();
   std::vector<index_t> on_device = filled<index_t>(tensors, -1);  // buffer, or -1
+  std::vector<index_t> on_device_before_split = filled<index_t>(tensors, -1);  // the whole buffer last split in place
   std::vector<index_t> host_copy = filled(tensors, no_index);
   std::vector<index_t> last_update = filled(tensors, no_index);  // update-phase compute reading it
   std::vector<index_t> released = filled(tensors, no_index);
@@ -229,6 +235,8 @@ struct checker : reading {
   static constexpr double never = std::numeric_limits<double>::infinity();
   std::vector<double> end = filled(n, never);
   std::vector<bytes_t> needs = filled<bytes_t>(n, 0);
+  std::vector<index_t> start_order = filled<index_t>(n, 0);  // the how-manieth each action started
+  std::vector<double> start_time = filled(n, 0.0);
 
   checker(const problem& problem_in, const plan& plan_in, const device_spec& dev_in, bytes_t budget_in)
       : reading(problem_in, plan_in), dev(dev_in), budget(budget_in) {}
@@ -242,6 +250,7 @@ struct checker : reading {
   validation run() && {
     derive();
     time_actions();
+    if (v.ok && !pl.offsets.empty()) check_layout();
     return std::move(v);
   }
 
@@ -290,11 +299,13 @@ struct checker : reading {
     at(on_device, t) = static_cast<index_t>(buffers.size());
     buffers.push_back({t, at(p.bytes, t), maker, maker == no_index ? std::vector<index_t>{} : std::vector{maker},
                        false});
+    buffers.back().block = at(p.bytes, t);
   }
   /// Micro-tensor k of t, allocated by `maker` and first held by `holder`.
   void place_micro(index_t t, index_t k, bytes_t bytes, index_t maker, index_t holder) {
     micro_on[{t, k}] = static_cast<index_t>(buffers.size());
     buffers.push_back({t, bytes, maker, {holder}, true});
+    buffers.back().block = bytes;
   }
   /// How many of t's micro-tensors are on the device.
   [[nodiscard]] int micro_count(index_t t) const {
@@ -338,6 +349,7 @@ struct checker : reading {
     const bytes_t w = at(p.workspace, s);
     // One part's scratch at a time: ceil(workspace / parts), as the simulator.
     buffers.push_back({no_index, w / act.parts + (w % act.parts != 0 ? 1 : 0), a, {a}, true});
+    buffers.back().block = buffers.back().bytes;
     at(duration, a) = split_time_us(dev, at(p.time_us, s), act.parts) / (act.part != no_index ? act.parts : 1);
   }
 
@@ -545,6 +557,7 @@ struct checker : reading {
   void split_in_place(index_t a, index_t t) {
     const index_t parts = at(pl.actions, a).parts;
     check_holders_done(a, t);
+    at(on_device_before_split, t) = at(on_device, t);
     buffer& whole = at(buffers, at(on_device, t));
     const bytes_t total = whole.bytes;
     const index_t maker = whole.maker;
@@ -553,7 +566,13 @@ struct checker : reading {
     whole.bytes = 0;
     at(on_device, t) = -1;
     recount_micro(t, parts);
-    for (index_t j = 0; j < parts; ++j) place_micro(t, j, micro_bytes(total, parts, j), maker, a);
+    const index_t whole_at = at(on_device_before_split, t);
+    for (index_t j = 0; j < parts; ++j) {
+      place_micro(t, j, micro_bytes(total, parts, j), maker, a);
+      buffers.back().inside = whole_at;
+      buffers.back().start = total * j / parts;
+      buffers.back().block = 0;
+    }
   }
   // plan.hpp: a split in place starts after every earlier action holding the whole tensor has ended.
   void check_holders_done(index_t a, index_t t) {
@@ -667,6 +686,8 @@ struct checker : reading {
       const choice c = next_to_start(now);
       if (c.chosen != no_index) {
         at(end, c.chosen) = now + at(duration, c.chosen);
+        at(start_order, c.chosen) = started;
+        at(start_time, c.chosen) = now;
         v.peak_bytes = std::max(v.peak_bytes, c.used + at(needs, c.chosen));
         v.time_us = std::max(v.time_us, at(end, c.chosen));
         ++started;
@@ -750,6 +771,101 @@ struct checker : reading {
     }
     return next;
   }
+  // ---- Phase 4: the memory layout (DESIGN.md §6) ----
+
+  /// An instant: (time, how-manieth the action started, 0 start / 1 end);
+  /// at one time, an action's end comes before the start of an action
+  /// started after it. The load is (0, -1, 0).
+  using instant = std::tuple<double, index_t, int>;
+  /// Where a buffer's bytes lie in the arena, and when it is made and freed.
+  struct placed {
+    index_t buffer;
+    bytes_t from, to;
+    instant made, freed;
+  };
+  [[nodiscard]] instant made_at(const buffer& b) const {
+    if (b.maker == no_index) return {0.0, -1, 0};
+    return {at(start_time, b.maker), at(start_order, b.maker), 0};
+  }
+  [[nodiscard]] instant freed_instant(const buffer& b) const {
+    if (!b.goes) return {never, 0, 1};
+    instant when = made_at(b);
+    std::get<2>(when) = 1;  // released at once if nothing holds it
+    for (const index_t h : b.holders) when = std::max(when, instant{at(end, h), at(start_order, h), 1});
+    return when;
+  }
+
+  /// Every allocation has an aligned offset; no two share bytes unless one
+  /// is freed strictly before the other is made; the arena fits the budget
+  /// and is the peak.
+  void check_layout() {
+    const bytes_t align = dev.alignment;
+    std::vector<bytes_t> offset = filled<bytes_t>(static_cast<index_t>(buffers.size()), 0);
+    std::size_t next = 0;
+    for (std::size_t b = 0; b < buffers.size(); ++b) {
+      const buffer& buf = buffers[b];
+      if (buf.inside != no_index) {
+        offset[b] = at(offset, buf.inside) + buf.start;
+      } else if (buf.tensor != no_index || buf.block > 0) {
+        offset[b] = next < pl.offsets.size() ? pl.offsets[next] : 0;
+        if (next < pl.offsets.size() && (offset[b] < 0 || offset[b] % align != 0)) {
+          error(concat("layout: ", buffer_name(b), " is at offset ", offset[b], ", not a non-negative multiple of ",
+                       align));
+        }
+        ++next;
+      }
+    }
+    if (next != pl.offsets.size()) {
+      error(concat("layout: ", pl.offsets.size(), " offsets for ", next, " device allocations"));
+      return;
+    }
+    check_overlaps(placements(offset, align));
+  }
+
+  /// The bytes each buffer holds and when: an allocation's block rounded to
+  /// the alignment (a whole tensor split in place is held by its
+  /// micro-tensors, the last taking the padding).
+  [[nodiscard]] std::vector<placed> placements(const std::vector<bytes_t>& offset, bytes_t align) {
+    const auto round = [&](bytes_t x) { return (x + align - 1) / align * align; };
+    std::vector<placed> out;
+    bytes_t arena = 0;
+    for (std::size_t b = 0; b < buffers.size(); ++b) {
+      const buffer& buf = buffers[b];
+      bytes_t from = offset[b], to = from + buf.bytes;
+      if (buf.inside == no_index && buf.block > 0 && buf.bytes > 0) to = from + round(buf.bytes);
+      if (buf.inside != no_index) {
+        const bytes_t whole_end = at(offset, buf.inside) + round(at(buffers, buf.inside).block);
+        if (buf.start + buf.bytes == at(buffers, buf.inside).block) to = whole_end;  // the last micro-tensor
+      }
+      arena = std::max(arena, to);
+      if (to > from && buf.bytes > 0) out.push_back({static_cast<index_t>(b), from, to, made_at(buf), freed_instant(buf)});
+    }
+    v.peak_bytes = arena;
+    if (arena > budget) over_budget(concat("over budget: the layout's arena takes ", arena, " bytes, budget ", budget));
+    return out;
+  }
+
+  /// Pairs sharing bytes, found by sorting on the offset.
+  void check_overlaps(std::vector<placed> list) {
+    std::ranges::sort(list, [](const placed& x, const placed& y) { return x.from < y.from; });
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      for (std::size_t j = i + 1; j < list.size() && list[j].from < list[i].to; ++j) {
+        const placed& x = list[i];
+        const placed& y = list[j];
+        if (x.freed < y.made || y.freed < x.made) continue;
+        error(concat("layout: ", buffer_name(x.buffer), " and ", buffer_name(y.buffer), " share bytes [",
+                     std::max(x.from, y.from), ", ", std::min(x.to, y.to), ") while both are live"));
+        return;
+      }
+    }
+  }
+  [[nodiscard]] std::string buffer_name(index_t b) const {
+    const buffer& buf = at(buffers, b);
+    const std::string what = buf.tensor == no_index ? std::string("the workspace")
+                                                    : concat("tensor '", at(p.tensor_name, buf.tensor), "'");
+    return concat(what, buf.maker == no_index ? std::string(" at the start") : " of " + name(buf.maker));
+  }
+
   // plan.hpp: an allocation that does not fit waits for frees; if none can come, the plan is out of memory.
   void report_out_of_memory(index_t waiting, double now) {
     over_budget(concat("over budget: ", name(waiting), " needs ", at(needs, waiting), " bytes at ", now,
