@@ -19,10 +19,11 @@
 /// until the end of the last action that holds it (plan.hpp: its release
 /// and every earlier action reading or writing it); a tensor split in place
 /// is a block whose micro-tensors go one by one. Two allocations may share
-/// bytes only if one is freed strictly before the other is made in the
-/// simulated timeline: then the executor, which issues actions in the
-/// simulator's start order, makes the later one wait for the earlier one's
-/// holders, and waits only point back, so it cannot deadlock.
+/// bytes only if one is freed before the other is made in the simulated run
+/// (`instant`: at an earlier time, or at the same time by an action that
+/// the simulator started before the maker): then the executor, which issues
+/// actions in the simulator's start order, makes the later one wait for the
+/// earlier one's holders, all issued before it, so it cannot deadlock.
 
 #include <algorithm>
 #include <cstddef>
