@@ -224,6 +224,23 @@ TEST_CASE("random traces beyond greedy_by_size_blocks: no conflicts") {
   check_layout(t, 256);
 }
 
+TEST_CASE("best fit around a few large allocations placed greedy by size: no conflicts") {
+  // The path above on small traces: the 4, 16 or 64 largest greedy by size.
+  for (std::uint64_t seed = 1; seed <= 60; ++seed) {
+    CAPTURE(seed);
+    const trace t = random_trace(seed % 5 == 0 ? 500 : 80, seed);
+    const bytes_t alignment = seed % 2 == 0 ? 256 : 64;
+    const auto in = detail::placement::flatten(t.allocations, t.segments, alignment);
+    const auto c = detail::placement::lay_out(in, std::size_t{4} << (2 * (seed % 3)));
+    arena_layout l{std::vector<bytes_t>(t.allocations.size(), 0), 0, 0};
+    for (std::size_t b = 0; b < in.blocks.size(); ++b) l.offsets[in.blocks[b].id] = c.greedy[b];
+    const auto pieces = pieces_of(t, l, alignment);
+    CHECK(first_conflict(pieces) == "");
+    CHECK(c.peak == brute_peak(pieces));
+    for (const bytes_t offset : l.offsets) CHECK(offset % alignment == 0);
+  }
+}
+
 TEST_CASE("bad input names the allocation and the numbers") {
   const auto one = [](lifetime a) { return std::vector<lifetime>{{.begin = 0, .end = 1, .bytes = 8}, a}; };
   CHECK_THROWS_WITH_AS((void)place(one({.begin = 5, .end = 3, .bytes = 8}), 256),
