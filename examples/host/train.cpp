@@ -125,8 +125,8 @@ int main(int argc, char** argv) {
         identical = identical && std::memcmp(a.data(), trained[static_cast<std::size_t>(t)].data(), a.size() * 4) == 0;
       }
       all_identical = all_identical && identical;
-      std::printf("iteration %d: loss %.6f; planned: peak %lld B, %lld B swapped out, %d ops run (%zu steps): %s\n",
-                  it, loss, static_cast<long long>(stats.peak_bytes), static_cast<long long>(stats.swapped_out_bytes),
+      std::printf("iteration %d: loss %.6f; planned: arena %lld B (live peak %lld B), %lld B swapped out, %d ops run (%zu steps): %s\n",
+                  it, loss, static_cast<long long>(stats.arena_bytes), static_cast<long long>(stats.peak_live_bytes), static_cast<long long>(stats.swapped_out_bytes),
                   static_cast<int>(stats.ops_run), w.p.num_steps(), identical ? "identical" : "DIFFERENT");
     }
     return all_identical ? 0 : 1;
