@@ -93,6 +93,7 @@ struct integrity_check {
   /// none when it ran right (or an op or copy failed).
   failure_kind kind = failure_kind::none;
   runtime::run_stats stats;  ///< the run's figures (when it ran to the end)
+  bytes_t pinned_bytes = 0;  ///< the pinned pool it ran with (runtime::pinned_bytes)
   double run_seconds = 0;    ///< wall time of the run itself
 };
 
@@ -123,6 +124,7 @@ struct integrity_check {
   host::device dev({.arena_bytes = budget, .pinned_bytes = pinned, .before_copy = {}});
   integrity_check out;
   out.ran = true;
+  out.pinned_bytes = pinned;
   std::atomic<long> bad{0};
   std::atomic<index_t> first_bad{no_index};
   try {
@@ -157,12 +159,10 @@ struct integrity_check {
     const auto start = std::chrono::steady_clock::now();
     out.stats = ex.run(run_op, load);
     out.run_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  } catch (const error& e) {
-    out.failure = concat("executor: ", e.what());
-    out.kind = e.kind();
-    return out;
   } catch (const std::exception& e) {
-    out.failure = concat("executor: ", e.what());
+    const std::string what = e.what();
+    out.failure = what.starts_with("executor: ") ? what : "executor: " + what;
+    if (const auto* judged = dynamic_cast<const error*>(&e)) out.kind = judged->kind();
     return out;
   }
   if (bad != 0) {
