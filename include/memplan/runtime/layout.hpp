@@ -5,7 +5,8 @@
 /// which device copy each action reads, allocates and releases, which host
 /// copy each swap writes or reads, and after which action each buffer may go
 /// and which actions must have ended first (its holders, the last per
-/// stream). The executor turns this into allocations and event-gated frees.
+/// stream). The executor places the device buffers at a memory layout's
+/// offsets (placement.hpp) and gates reuse of their bytes on events.
 ///
 /// Micro-tensors (plan.hpp, TSPLIT §V-A) are buffers of their own: one made
 /// by a micro-op or a micro swap-in is a block of its own; releasing one of a
