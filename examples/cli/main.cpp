@@ -9,6 +9,7 @@
 //                    [--host-memory SIZE] [--json]
 //   memplan simulate --graph G --plan P --device D [--budget SIZE] [--json] [--trace t.json]
 //   memplan validate --graph G --plan P --budget SIZE [--device D] [--json]
+//   memplan execute  SOURCE --device D --budget SIZE (--planner P | --plan FILE) [--json]
 //   memplan import   --dtr-log FILE [--out g.json]
 //
 // Exit status (DESIGN.md §8), from the verdict's failure_kind: 0 success,
@@ -48,6 +49,7 @@
 #include "memplan/sim/assign_layout.hpp"
 #include "memplan/sim/simulator.hpp"
 #include "memplan/sim/validator.hpp"
+#include "memplan/testing/integrity.hpp"
 
 namespace memplan::cli {
 namespace {
@@ -582,6 +584,87 @@ int cmd_validate(const arguments& args) {
   return exit_status(v.kind);
 }
 
+/// The plan `execute` runs: the planner's, or the plan file's (given the
+/// layout of its simulated timeline when it has none, as `simulate` does).
+planned plan_to_execute(const arguments& args, const problem& p, const device_spec& d, bytes_t budget) {
+  MEMPLAN_EXPECTS(args.has("planner") != args.has("plan"), invalid_argument,
+                  "execute: give exactly one of --planner P and --plan FILE");
+  if (const auto name = args.get("planner")) {
+    const planner_options options = read_planner_options(args, std::span(&*name, 1));
+    return run_planner(find_planner(*name), p, d, budget, options, false, std::nullopt);
+  }
+  plan result = read_plan_file(args.require("plan"), p);
+  if (result.offsets.empty()) {
+    result.budget = budget;
+    assign_layout(p, result, d);
+  }
+  report sim;
+  sim.planner = result.planner;
+  return {std::move(result), std::move(sim), 0.0, 0, {}};
+}
+
+/// `execute SOURCE --device D --budget SIZE (--planner P | --plan FILE)`:
+/// runs the plan on host::device with an arena of exactly the budget, ops
+/// that read every byte of their inputs (checking each holds what the
+/// unplanned run made, testing/integrity.hpp) and write every byte of their
+/// outputs, issued as the simulator starts them on D.
+int cmd_execute(const arguments& args) {
+  const device_spec d = load_device(args, "");
+  const problem p = load_source(args, d).p;
+  const bytes_t budget = read_budget(args, p);
+  const planned r = plan_to_execute(args, p, d, budget);
+  testing::integrity_check run;
+  failure_kind kind = verdict_of(r);
+  std::string failure = kind == failure_kind::none ? std::string() : failure_of(r);
+  if (kind == failure_kind::none) {  // the planner's verdict first: an infeasible plan is not run
+    run = testing::check_integrity(p, r.result, budget, &d);
+    if (!run.ran) {
+      kind = failure_kind::invalid_plan;
+      failure = "the executor refuses the plan's action list";
+    } else if (!run.failure.empty()) {
+      kind = run.kind == failure_kind::none ? failure_kind::invalid_plan : run.kind;
+      failure = run.failure;
+    }
+  }
+  const bool ok = kind == failure_kind::none;
+  const runtime::run_stats& s = run.stats;
+  if (args.has("json")) {
+    json j{{"planner", r.result.planner}, {"ok", ok}, {"budget_bytes", budget}};
+    if (ok) {
+      j.update({{"arena_bytes", s.arena_bytes},
+                {"peak_live_bytes", s.peak_live_bytes},
+                {"arena_high_water_bytes", s.arena_high_water_bytes},
+                {"compactions", s.compactions},
+                {"compacted_bytes", s.compacted_bytes},
+                {"pinned_bytes", run.pinned_bytes},
+                {"pinned_peak_bytes", s.pinned_peak_bytes},
+                {"pinned_compactions", s.pinned_compactions},
+                {"swapped_out_bytes", s.swapped_out_bytes},
+                {"swapped_in_bytes", s.swapped_in_bytes},
+                {"ops_run", s.ops_run},
+                {"micro_actions", s.micro_actions},
+                {"splits_in_place", s.splits_in_place},
+                {"wall_time_s", run.run_seconds}});
+    } else {
+      if (r.result.arena_bytes > 0) j["arena_bytes"] = r.result.arena_bytes;
+      j["failure_kind"] = std::string(to_string(kind));
+      j["failure"] = failure;
+    }
+    std::cout << j.dump(2) << "\n";
+  } else {
+    print_problem_line(std::cout, p, d, budget);
+    const auto bytes = [&](bytes_t b) { return ok ? format_bytes(b) : std::string("-"); };
+    print_table(std::cout,
+                {"planner", "ok", "arena", "live peak", "high water", "compactions", "compacted", "pinned", "wall ms"},
+                {{r.result.planner, ok ? "yes" : "no",
+                  ok ? format_bytes(s.arena_bytes) : (r.result.arena_bytes > 0 ? format_bytes(r.result.arena_bytes) : "-"),
+                  bytes(s.peak_live_bytes), bytes(s.arena_high_water_bytes), ok ? std::to_string(s.compactions) : "-",
+                  bytes(s.compacted_bytes), bytes(run.pinned_bytes), ok ? fixed(run.run_seconds * 1e3, 2) : "-"}});
+    if (!ok) std::cout << "failed: " << failure << "\n";
+  }
+  return exit_status(kind);
+}
+
 const char* usage =
     "usage: memplan COMMAND [options]\n"
     "  models                                         zoo models, devices and planners\n"
@@ -593,6 +676,8 @@ const char* usage =
     "           [--host-memory SIZE] [--json]\n"
     "  simulate --graph G --plan P --device D [--budget SIZE] [--json] [--trace t.json]\n"
     "  validate --graph G --plan P --budget SIZE [--json]\n"
+    "  execute  SOURCE --device D --budget SIZE (--planner P | --plan FILE) [--json]\n"
+    "           runs the plan on the host executor in an arena of exactly the budget, ops touching every byte\n"
     "  import   --dtr-log FILE [--out g.json]         a DTR operator log as a memplan-graph document\n"
     "SOURCE := --model NAME [--batch N] [--scale K] [--resolution R] [--seq-len L] [--dtype fp32|fp16|bf16]\n"
     "          [--optimizer sgd|adam] [--layers N] [--cifar] | --graph FILE.json\n"
@@ -625,6 +710,9 @@ int dispatch(std::string_view command, std::span<const char* const> rest) {
   if (command == "maxbatch") {
     return cmd_maxbatch(arguments(
         command, with_planner({{"budget"}, {"planners"}, {"max-overhead"}, {"search"}, {"host-memory"}}), rest));
+  }
+  if (command == "execute") {
+    return cmd_execute(arguments(command, with_planner({{"budget"}, {"planner"}, {"plan"}}), rest));
   }
   if (command == "simulate") {
     return cmd_simulate(arguments(

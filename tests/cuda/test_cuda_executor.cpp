@@ -132,10 +132,13 @@ TEST_CASE("cuda executor: every registered planner, several budgets: bit-identic
 
 TEST_CASE("cuda executor: a throwing op names the action; arena and pinned pool get every byte back") {
   const auto w = example::make_float_workload(4, true);
-  const plan pl = find_planner("vdnn-all").run(w.p, find_device("titan-rtx"), w.p.baseline_peak(), planner_options{});
+  // Half as much again as the baseline peak: room for the plan's memory
+  // layout, which the arena then holds exactly.
+  const device_spec titan = find_device("titan-rtx");
+  const plan pl = find_planner("vdnn-all").run(w.p, titan, w.p.baseline_peak() * 3 / 2, planner_options{});
   REQUIRE(pl.feasible);
-  cuda::device dev({.ordinal = 0, .arena_bytes = w.p.baseline_peak(), .pinned_bytes = runtime::layout_of(w.p, pl).pinned_peak});
-  runtime::executor<cuda::device> ex(dev, w.p, pl);
+  cuda::device dev({.ordinal = 0, .arena_bytes = pl.arena_bytes, .pinned_bytes = runtime::pinned_bytes(w.p, pl, &titan)});
+  runtime::executor<cuda::device> ex(dev, w.p, pl, titan);
   cuda_backend backend;
   test::integrity check(pl.actions.size());
   auto good = backend.op(w, check);

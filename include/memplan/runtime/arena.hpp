@@ -3,9 +3,9 @@
 /// `runtime::arena`: the sub-allocator behind a device's one arena and its
 /// pinned host pool. It hands out offsets inside a fixed capacity (first
 /// fit, neighbouring holes merged), so the bytes in use can never exceed the
-/// capacity, and it keeps the high-water mark the executor's budget check
-/// reads. Whole blocks are 256-byte aligned; finer blocks (micro-tensors)
-/// take an alignment of their own, and any sub-range of a block can go back
+/// capacity, and it keeps the most bytes in use at once. Blocks found by first fit are 256-byte aligned (or take an
+/// alignment of their own); a block can also be taken at a given offset (a
+/// memory layout's, `allocate_at`), and any sub-range of a block can go back
 /// alone (a tensor split in place into micro-tensors). It owns no memory and
 /// takes no locks: the backend owns the one allocation, and only the thread
 /// that issues work allocates.
@@ -63,6 +63,25 @@ class arena {
       return start;
     }
     return std::nullopt;
+  }
+
+  /// Takes the `extent` bytes at `offset` (a block placed by a memory
+  /// layout rather than found by first fit). \returns false, taking
+  /// nothing, if any of them is taken already or past the capacity.
+  [[nodiscard]] bool allocate_at(bytes_t offset, bytes_t extent) {
+    if (extent == 0) return true;
+    auto it = holes_.upper_bound(offset);
+    if (it == holes_.begin()) return false;
+    --it;
+    const bytes_t hole = it->first;
+    const bytes_t end = hole + it->second;
+    if (offset + extent > end) return false;
+    holes_.erase(it);
+    if (offset > hole) holes_.emplace(hole, offset - hole);
+    if (end > offset + extent) holes_.emplace(offset + extent, end - offset - extent);
+    in_use_ += extent;
+    peak_ = std::max(peak_, in_use_);
+    return true;
   }
 
   /// Returns the block at `offset` that `allocate(bytes)` handed out.

@@ -19,36 +19,34 @@
 ///
 /// How the actions map to the device: three streams (compute, d2h, h2d, the
 /// simulator's), one event per action recorded after it; a wait becomes an
-/// event wait on the action's stream. Memory is taken when an action is
-/// issued and given back, stream-ordered, when its release is issued: the
-/// block is reused only after the events of its holders (the last action
-/// per stream that touches it) complete — a release "takes effect once every
-/// earlier-issued action that reads or writes that copy has ended"
-/// (plan.hpp). An allocation that does not fit waits for pending frees.
+/// event wait on the action's stream.
 ///
-/// Why a plan the validator accepts under budget B runs in an arena of B
-/// bytes: once every pending free has come back, the bytes in use are those
-/// of the buffers allocated by earlier-issued actions and not released by an
-/// earlier-issued action. The simulator allocates in issue order too, but a
-/// later-issued action of another stream may have ended, and released its
-/// tensors, before an earlier-issued allocation starts; so when an
-/// allocation cannot fit with nothing pending, the executor issues such
-/// later actions ahead (`issue_ahead`) and waits for their releases. If
-/// holes between blocks are what stands in the way, it waits for every
-/// stream and compacts the arena (moving blocks down), which the framework
-/// never notices because it gets addresses per call.
+/// Device memory is a memory layout (DESIGN.md §6, plan_layout.hpp): every
+/// device buffer lives at its offset in the arena — the plan's layout, or,
+/// for a plan without one, the layout of the timeline the executor issues
+/// in (placement.hpp) — so nothing is searched for, nothing fragments and
+/// nothing moves. Why a plan runs in an arena of the layout's size: the
+/// layout lets two buffers share bytes only if the earlier one is freed
+/// before the later one is made in the timeline it was derived from, and
+/// the executor issues the actions in that timeline's start order; so when
+/// an action that takes such bytes is issued, the earlier buffer's release
+/// and holders have been issued, and its stream waits (device-side) on the
+/// holders' events before it runs (`reuse_waits`). A layout that does not
+/// fit the issue order is refused at construction, as is an arena smaller
+/// than the layout. A release "takes effect once every earlier-issued
+/// action that reads or writes that copy has ended" (plan.hpp): here, the
+/// next buffer placed over it waits for those actions.
+///
+/// Host copies live in the pinned pool, first fit through an ordered_pool
+/// (stream-ordered reuse), compacted when only holes stand in the way.
 ///
 /// Micro-ops and micro-tensors (plan.hpp): a micro-tensor is a buffer of its
-/// own (layout.hpp) — a block of the arena made by its micro-op or micro
-/// swap-in, or a sub-range of a whole tensor's block split in place, given
-/// back on its own. The op of micro-op k gets, per sample tensor, micro-tensor
-/// k's bytes: a view into the whole block, the micro-tensor's block, or the
-/// pieces of micro-tensors of another parts count that cover it; a tensor
-/// read whole while held as micro-tensors comes as its pieces (the merge
-/// copies nothing). The argument above holds piece by piece: the budget
-/// counts every micro-tensor's bytes as the simulator does, and the arena
-/// adds only the rounding of micro-tensors' own blocks to 64 bytes
-/// (`micro_alignment`).
+/// own (layout.hpp) — at its own offset when a micro-op or micro swap-in
+/// makes it, or a sub-range of its whole tensor's block when that tensor is
+/// split in place, given back on its own. The op of micro-op k gets, per
+/// sample tensor, micro-tensor k's bytes: a view into the whole block, the
+/// micro-tensor's block, or the pieces of micro-tensors of another parts
+/// count that cover it (adjacent pieces come as one).
 
 #include <algorithm>
 #include <array>
@@ -64,39 +62,15 @@
 #include <vector>
 
 #include "memplan/error.hpp"
+#include "memplan/format_bytes.hpp"
 #include "memplan/plan.hpp"
 #include "memplan/problem.hpp"
 #include "memplan/runtime/device.hpp"
 #include "memplan/runtime/layout.hpp"
+#include "memplan/runtime/placement.hpp"
 #include "memplan/runtime/pool.hpp"
-#include "memplan/sim/simulator.hpp"
 
 namespace memplan::runtime {
-
-/// The order in which an executor made with `timing` issues `pl`'s
-/// actions: the order the simulator starts them in on that device
-/// (`action_interval::order`), or list order without `timing` or where the simulator finds the
-/// plan infeasible. (The simulator may start a micro-op reading micro-tensor
-/// k of a whole tensor before a copy stream's release splits it, and an
-/// action reading the whole tensor after: the executor splits a tensor when
-/// the first of them is issued, and hands a whole read of a split tensor its
-/// pieces.)
-[[nodiscard]] inline std::vector<index_t> issue_order(const problem& p, const plan& pl, const device_spec* timing) {
-  std::vector<index_t> order(pl.actions.size());
-  for (std::size_t a = 0; a < order.size(); ++a) order[a] = static_cast<index_t>(a);
-  if (timing == nullptr) return order;
-  const report r = simulator().run(p, pl, *timing, pl.budget, simulate_options{true, false});
-  if (!r.feasible || r.timeline.size() != pl.actions.size()) return order;
-  for (const action_interval& row : r.timeline) order[static_cast<std::size_t>(row.order)] = row.action;
-  return order;
-}
-
-/// The pinned bytes an executor made with `timing` needs for `pl`: host
-/// copies live at once in its issue order (`layout_of(p, pl).pinned_peak`
-/// without timing).
-[[nodiscard]] inline bytes_t pinned_bytes(const problem& p, const plan& pl, const device_spec* timing = nullptr) {
-  return pinned_peak(layout_of(p, pl), issue_order(p, pl, timing));
-}
 
 /// Contiguous device bytes of a tensor.
 struct piece {
@@ -148,18 +122,20 @@ struct action_failed : error {
   index_t action;  ///< the failed action's index; no_index for the initial load
 };
 
-/// Figures of one run, measured by the arenas.
+/// Figures of one run.
 struct run_stats {
-  bytes_t peak_bytes = 0;         ///< most device bytes in use at once, as the plan counts them
-  bytes_t arena_peak_bytes = 0;   ///< the same in arena footprints (rounded to its alignment)
-  bytes_t pinned_peak_bytes = 0;  ///< most pinned host bytes in use at once (footprints)
+  bytes_t arena_bytes = 0;             ///< the layout's arena (highest offset + footprint)
+  bytes_t peak_live_bytes = 0;         ///< most device bytes in live buffers at once, as the plan counts them
+  bytes_t arena_high_water_bytes = 0;  ///< the highest offset + footprint of a buffer the run placed
+  bytes_t pinned_peak_bytes = 0;       ///< most pinned host bytes in use at once (footprints)
   bytes_t swapped_out_bytes = 0;
   bytes_t swapped_in_bytes = 0;
   index_t ops_run = 0;            ///< compute and recompute actions
   index_t micro_actions = 0;      ///< actions on one micro-op or micro-tensor (part >= 0)
   index_t splits_in_place = 0;    ///< whole tensors split in place into micro-tensors
-  index_t issued_ahead = 0;       ///< actions issued before an earlier one whose memory waited for their releases
-  index_t compactions = 0;        ///< times the arena was compacted
+  index_t compactions = 0;        ///< times device blocks were moved: 0, a layout never moves them
+  bytes_t compacted_bytes = 0;    ///< device bytes moved: 0
+  index_t pinned_compactions = 0; ///< times the pinned pool was compacted
 };
 
 template <memplan::device D>
@@ -168,28 +144,39 @@ class executor {
   using stream_view = typename D::stream_view;
 
   /// Prepares `pl` (for `p`) to run on `dev`; both must outlive the executor.
-  /// Actions are issued in list order.
+  /// Actions are issued in list order; a plan without a layout gets the one
+  /// of its list-order lifetimes (`placement_of`).
   /// \throws invalid_plan (an invalid_argument of kind
-  ///         `failure_kind::invalid_plan`) if the action list is malformed.
+  ///         `failure_kind::invalid_plan`) if the action list is malformed
+  ///         or its layout does not fit the issue order; infeasible_budget
+  ///         (kind `out_of_memory`) if the device arena is smaller than the
+  ///         layout's arena.
   executor(D& dev, const problem& p, const plan& pl) : executor(dev, p, pl, nullptr) {}
 
   /// The same, issuing the actions in the order the simulator starts them
-  /// on `timing` (the device the plan was made and validated for), so that
-  /// allocations come in the simulator's order: an action queued behind
-  /// its stream allocates when it would start, not when it is listed (a
-  /// swap-in behind another lets a later-listed op allocate first). Falls
-  /// back to list order if the simulator finds the plan infeasible.
+  /// on `timing` (the device the plan was made and validated for), the
+  /// order a layout derived from the simulator's timeline fits; a plan
+  /// without a layout gets that one (`assign_layout` on a copy). Falls back
+  /// to list order if the simulator finds the plan infeasible.
   executor(D& dev, const problem& p, const plan& pl, const device_spec& timing) : executor(dev, p, pl, &timing) {}
 
   executor(const executor&) = delete;
   executor& operator=(const executor&) = delete;
   ~executor() { release(); }
 
+  /// The layout's arena: the device arena must hold it.
+  [[nodiscard]] bytes_t arena_bytes() const noexcept { return at_.arena_bytes; }
+  /// The order in which the actions are issued.
+  [[nodiscard]] std::span<const index_t> order() const noexcept { return at_.order; }
+  /// Device buffer b's arena offset (b indexes `layout_of(p, pl).device`).
+  [[nodiscard]] bytes_t offset_of(index_t b) const { return at_.offsets[static_cast<std::size_t>(b)]; }
+
  private:
   executor(D& dev, const problem& p, const plan& pl, const device_spec* timing)
-      : dev_(&dev), p_(&p), pl_(&pl), layout_(layout_of(p, pl)), extents_(device_extents(layout_)),
-        device_pool_(dev, dev.arena(), pl.budget > 0 ? pl.budget : dev.arena().capacity()),
+      : dev_(&dev), p_(&p), pl_(&pl), layout_(layout_of(p, pl)), at_(placement_of(p, pl, layout_, timing)),
         pinned_pool_(dev, dev.pinned()) {
+    check_arena();
+    gates_ = reuse_waits(p, pl, layout_, at_);
     events_.reserve(pl.actions.size() + 1);
     for (std::size_t a = 0; a <= pl.actions.size(); ++a) events_.push_back(dev.make_event());
     streams_.reserve(stream_count);
@@ -199,15 +186,29 @@ class executor {
     for (const auto& ab : layout_.actions) {
       slots += ab.reads.size() + ab.writes.size();
       for (const auto* list : {&ab.reads, &ab.writes}) {
-        for (const access& x : *list) {
-          for (const slice& sl : x.slices) pieces += piece_count(sl.buffer);
-        }
+        for (const access& x : *list) pieces += x.slices.size();
       }
     }
     addresses_.resize(slots);
     regions_.resize(slots);
     pieces_.resize(pieces);
-    order_ = issue_order(p, pl, timing);
+  }
+
+  /// The arena holds the layout, and the layout its buffers.
+  void check_arena() const {
+    const bytes_t capacity = dev_->arena().capacity();
+    if (at_.arena_bytes > capacity) {
+      throw infeasible_budget(memplan::detail::concat(
+          "executor: ", at_.derived ? "the memory layout the executor derived for the plan" : "the plan's memory layout",
+          " needs an arena of ", at_.arena_bytes, " bytes (", format_bytes(at_.arena_bytes), "); the device arena has ",
+          capacity, " bytes (", format_bytes(capacity), ")"));
+    }
+    for (std::size_t b = 0; b < layout_.device.size(); ++b) {
+      const bytes_t end = at_.offsets[b] + layout_.device[b].bytes;
+      MEMPLAN_EXPECTS(at_.offsets[b] >= 0 && (layout_.device[b].bytes == 0 || end <= at_.arena_bytes), invalid_plan,
+                      "invalid plan: the layout puts device buffer ", b, " at [", at_.offsets[b], ", ", end,
+                      "), outside its arena of ", at_.arena_bytes, " bytes");
+    }
   }
 
  public:
@@ -218,37 +219,29 @@ class executor {
   /// on `stream`: device memory, or pinned host memory for the plan's
   /// offloaded state (a CUDA loader copies with cudaMemcpyDefault).
   /// \throws action_failed naming the action whose callback or copy threw;
-  ///         infeasible_budget (kind `failure_kind::out_of_memory`) if an
-  ///         allocation cannot fit even with nothing pending (the plan
-  ///         exceeds the budget); after either, every byte is back in the arenas.
+  ///         invalid_argument if the pinned pool cannot hold the host
+  ///         copies or the device arena's bytes are taken by someone else;
+  ///         after either, every byte is back in the arenas.
   template <class RunOp, class Load>
   run_stats run(RunOp&& run_op, Load&& load) {
     release();
     failed_.store(false, std::memory_order_relaxed);
     failure_ = nullptr;
     stats_ = {};
+    stats_.arena_bytes = at_.arena_bytes;
+    live_bytes_ = 0;
     try {
       start(load);
       issued_.assign(pl_->actions.size(), 0);
       deferred_device_.clear();
       deferred_host_.clear();
-      for (std::size_t i = 0; i < order_.size(); ++i) {
-        const index_t a = order_[i];
-        if (issued_[static_cast<std::size_t>(a)] != 0) continue;  // issued ahead
-        // An allocation that cannot fit with nothing pending may wait for
-        // releases of later actions on other streams (see issue_ahead).
-        while (!checked_issue(a, run_op)) {
-          if (!issue_ahead(i, run_op)) out_of_memory(a, layout_.actions[static_cast<std::size_t>(a)].allocates);
-        }
-      }
+      for (const index_t a : at_.order) checked_issue(a, run_op);
       synchronize_all();
       throw_if_failed();
     } catch (...) {
       release();
       throw;
     }
-    stats_.peak_bytes = device_pool_.peak();
-    stats_.arena_peak_bytes = dev_->arena().peak();
     stats_.pinned_peak_bytes = dev_->pinned().peak();
     return stats_;
   }
@@ -264,8 +257,8 @@ class executor {
                     out.size());
     const index_t d = layout_.kept_device[static_cast<std::size_t>(t)];
     const index_t h = layout_.kept_host[static_cast<std::size_t>(t)];
-    if (d != no_index && state(device_state_, d) == held::live) {
-      void* src = dev_->device_memory() + offset(device_offset_, d);
+    if (d != no_index && device_live_[static_cast<std::size_t>(d)] != 0) {
+      void* src = dev_->device_memory() + offset_of(d);
       dev_->launch(stream(stream_kind::d2h), [this, dst = out.data(), src, n = out.size()](stream_view v) {
         dev_->copy(dst, src, n, copy_kind::device_to_host, v);
       });
@@ -283,8 +276,19 @@ class executor {
       synchronize_all();
     } catch (...) {  // a failure already reported, or a device that can no longer run: give back regardless
     }
-    give_back(device_pool_, device_state_, device_offset_, layout_.device, &extents_);
-    give_back(pinned_pool_, host_state_, host_offset_, layout_.host, nullptr);
+    for (std::size_t b = 0; b < device_live_.size(); ++b) {
+      if (device_live_[b] != 0) dev_->arena().deallocate_extent(at_.offsets[b], layout_.device[b].bytes);
+    }
+    device_live_.assign(layout_.device.size(), 0);
+    try {
+      pinned_pool_.drain();
+    } catch (...) {
+    }
+    for (std::size_t h = 0; h < host_state_.size(); ++h) {
+      if (host_state_[h] == held::live) pinned_pool_.deallocate(host_offset_[h], layout_.host[h].bytes);
+    }
+    host_state_.assign(layout_.host.size(), held::none);
+    host_offset_.assign(layout_.host.size(), 0);
   }
 
  private:
@@ -294,26 +298,11 @@ class executor {
   static bytes_t& offset(std::vector<bytes_t>& v, index_t i) { return v[static_cast<std::size_t>(i)]; }
   typename D::stream& stream(stream_kind k) { return streams_[static_cast<std::size_t>(k)]; }
   const action& act(index_t a) const { return pl_->actions[static_cast<std::size_t>(a)]; }
+  const buffer& device_buffer(index_t b) const { return layout_.device[static_cast<std::size_t>(b)]; }
   std::string name(index_t a) const { return a == layout_.load ? "the initial load" : detail::action_name(*p_, *pl_, a); }
 
   void synchronize_all() {
     for (auto& s : streams_) dev_->synchronize(s);
-  }
-
-  /// Drains a pool and returns every live block (after synchronize_all).
-  void give_back(ordered_pool<D>& pool, std::vector<held>& states, std::vector<bytes_t>& offsets,
-                 const std::vector<buffer>& buffers, const std::vector<extent>* extents) noexcept {
-    try {
-      pool.drain();
-    } catch (...) {
-    }
-    for (std::size_t i = 0; i < states.size(); ++i) {
-      if (states[i] != held::live) continue;
-      pool.deallocate_extent(offsets[i], buffers[i].bytes,
-                             extents != nullptr ? (*extents)[i].bytes : arena::footprint(buffers[i].bytes));
-    }
-    states.assign(buffers.size(), held::none);
-    offsets.assign(buffers.size(), 0);
   }
 
   /// Records the first failure; work issued after it is skipped.
@@ -357,15 +346,14 @@ class executor {
   void start(Load& load) {
     slot_ = 0;
     piece_slot_ = 0;
-    device_state_.assign(layout_.device.size(), held::none);
-    device_offset_.assign(layout_.device.size(), 0);
+    device_live_.assign(layout_.device.size(), 0);
     host_state_.assign(layout_.host.size(), held::none);
     host_offset_.assign(layout_.host.size(), 0);
-    if (!allocate(layout_.initial)) out_of_memory(layout_.load, layout_.initial);
+    for (const index_t b : layout_.initial) place_device(layout_.load, b);
     auto& h2d = stream(stream_kind::h2d);
     for (const index_t b : layout_.initial) {
-      const index_t t = layout_.device[static_cast<std::size_t>(b)].tensor;
-      void* address = dev_->device_memory() + offset(device_offset_, b);
+      const index_t t = device_buffer(b).tensor;
+      void* address = dev_->device_memory() + offset_of(b);
       launch(layout_.load, h2d, [&load, t, address](stream_view v) { load(t, address, v); });
     }
     for (const index_t h : layout_.initial_host) {  // offloaded state, into pinned memory
@@ -383,94 +371,36 @@ class executor {
 
   /// `issue`, naming `a` in an issue-time failure.
   template <class RunOp>
-  bool checked_issue(index_t a, RunOp& run_op) {
+  void checked_issue(index_t a, RunOp& run_op) {
     try {
-      return issue(a, run_op);
+      issue(a, run_op);
     } catch (const action_failed&) {
       throw;
-    } catch (const infeasible_budget&) {  // these two name the action already
-      throw;
-    } catch (const invalid_argument&) {
+    } catch (const invalid_argument&) {  // names the action already
       throw;
     } catch (const std::exception& e) {  // an issue-time device failure (cuda_error, bad_alloc): name the action
       throw action_failed(a, memplan::detail::concat("executor: ", name(a), " failed: ", e.what()));
     }
   }
 
-  /// Action `blocked` cannot allocate with nothing pending. In the
-  /// simulator it would wait until enough in-flight frees complete — and
-  /// those include releases by later-issued actions of the other streams,
-  /// which run ahead of a blocked stream (their last reader may end before
-  /// `blocked` starts). So: issue the first later action that can go now —
-  /// the next one of a stream other than `blocked`'s, allocating no device
-  /// memory (memory waits stay first come, first served), whose waits and
-  /// whose released buffers' holders are all issued. Issuing it before
-  /// `blocked` only reorders actions that nothing orders (plan.hpp).
-  /// \returns false if no action can go.
+  /// Issues action `a`: places what it allocates at its offsets, makes its
+  /// stream wait for its gates (plan waits, holders of the bytes it takes),
+  /// launches its work, records its event and issues the releases it
+  /// completes.
   template <class RunOp>
-  bool issue_ahead(std::size_t position, RunOp& run_op) {
-    const index_t blocked = order_[position];
-    std::array<bool, stream_count> stuck{};
-    stuck[static_cast<std::size_t>(stream_of(act(blocked).kind))] = true;
-    const auto done = [&](index_t a) { return issued_[static_cast<std::size_t>(a)] != 0; };
-    for (std::size_t i = position + 1; i < order_.size() && !std::ranges::all_of(stuck, [](bool x) { return x; }); ++i) {
-      const index_t b = order_[i];
-      if (done(b)) continue;
-      const auto st = static_cast<std::size_t>(stream_of(act(b).kind));
-      if (stuck[st]) continue;
-      const action_buffers& ab = layout_.actions[static_cast<std::size_t>(b)];
-      bool ready = ab.allocates.empty() && std::ranges::all_of(pl_->waits_of(static_cast<std::size_t>(b)), done);
-      const auto held_by_issued = [&](const buffer& x) {
-        return std::ranges::all_of(x.holders, [&](index_t h) { return h == no_index || h == b || done(h); });
-      };
-      for (const index_t d : ab.releases_device) ready = ready && held_by_issued(layout_.device[static_cast<std::size_t>(d)]);
-      for (const index_t h : ab.releases_host) ready = ready && held_by_issued(layout_.host[static_cast<std::size_t>(h)]);
-      // What it touches exists already (a valid plan's waits imply it; checked, not assumed).
-      const auto live = [&](index_t d) { return d == no_index || state(device_state_, d) == held::live; };
-      for (const auto* list : {&ab.reads, &ab.writes}) {
-        for (const access& x : *list) {
-          for (const slice& sl : x.slices) ready = ready && live(sl.buffer);
-        }
-      }
-      ready = ready && live(ab.splits) && (ab.splits != no_index || act(b).kind == action_kind::swap_in || live(ab.device));
-      if (!ready) {
-        stuck[st] = true;  // its stream's later actions come after it
-        continue;
-      }
-      if (!checked_issue(b, run_op)) return false;  // (allocates nothing: cannot happen)
-      ++stats_.issued_ahead;
-      return true;
-    }
-    return false;
-  }
-
-  /// Throws: `a` cannot allocate with nothing pending and nothing to issue ahead.
-  [[noreturn]] void out_of_memory(index_t a, const std::vector<index_t>& list) {
-    bytes_t need = 0;
-    for (const index_t b : list) need += layout_.device[static_cast<std::size_t>(b)].bytes;
-    throw infeasible_budget(memplan::detail::concat(
-        "executor: out of device memory at ", name(a), ": it needs ", need, " bytes (", footprints(list),
-        " in the arena) with ", device_pool_.in_use(), " in use (", dev_->arena().in_use(),
-        " in the arena) and nothing left to free; budget ", device_pool_.limit(), ", arena ",
-        dev_->arena().capacity(), " bytes"));
-  }
-
-  /// Issues action `a`. \returns false, having done nothing, if its device
-  /// memory cannot be allocated with nothing pending.
-  template <class RunOp>
-  bool issue(index_t a, RunOp& run_op) {
+  void issue(index_t a, RunOp& run_op) {
     throw_if_failed();
     const action& x = act(a);
     const action_buffers& ab = layout_.actions[static_cast<std::size_t>(a)];
     auto& s = stream(stream_of(x.kind));
-    if (!allocate(ab.allocates)) return false;
     issued_[static_cast<std::size_t>(a)] = 1;
-    split_before(ab);
-    if (ab.splits != no_index && state(device_state_, ab.splits) == held::live) split_in_place(ab.splits);
-    if (detail::part_of(x) != no_index) ++stats_.micro_actions;
-    for (const index_t w : pl_->waits_of(static_cast<std::size_t>(a))) {
-      if (stream_of(act(w).kind) != stream_of(x.kind)) dev_->wait(s, events_[static_cast<std::size_t>(w)]);
+    for (const index_t b : ab.allocates) place_device(a, b);
+    for (const index_t g : gates_[static_cast<std::size_t>(a)]) {
+      if (g != no_index) dev_->wait(s, events_[static_cast<std::size_t>(g)]);
     }
+    split_before(ab);
+    if (ab.splits != no_index && device_live_[static_cast<std::size_t>(ab.splits)] != 0) split_in_place(ab.splits);
+    if (detail::part_of(x) != no_index) ++stats_.micro_actions;
     std::byte* const device = dev_->device_memory();
     std::byte* const pinned = dev_->pinned_memory();
     switch (x.kind) {
@@ -486,8 +416,8 @@ class executor {
         call.output_regions = {regions_.data() + slot_, ab.writes.size()};
         for (const access& out : ab.writes) place(out);
         if (ab.workspace != no_index) {
-          call.workspace = device + offset(device_offset_, ab.workspace);
-          call.workspace_bytes = layout_.device[static_cast<std::size_t>(ab.workspace)].bytes;
+          call.workspace = device + offset_of(ab.workspace);
+          call.workspace_bytes = device_buffer(ab.workspace).bytes;
         }
         ++stats_.ops_run;
         launch(a, s, [&run_op, &call](stream_view v) { run_op(static_cast<const op_call&>(call), v); });
@@ -496,16 +426,16 @@ class executor {
       case action_kind::swap_out: {
         allocate_host(a, ab.host);
         void* dst = pinned + offset(host_offset_, ab.host);
-        const void* src = device + offset(device_offset_, ab.device);
-        const auto n = static_cast<std::size_t>(layout_.device[static_cast<std::size_t>(ab.device)].bytes);
+        const void* src = device + offset_of(ab.device);
+        const auto n = static_cast<std::size_t>(device_buffer(ab.device).bytes);
         stats_.swapped_out_bytes += static_cast<bytes_t>(n);
         launch(a, s, [this, dst, src, n](stream_view v) { dev_->copy(dst, src, n, copy_kind::device_to_host, v); });
         break;
       }
       case action_kind::swap_in: {
-        void* dst = device + offset(device_offset_, ab.device);
+        void* dst = device + offset_of(ab.device);
         const void* src = pinned + offset(host_offset_, ab.host) + ab.host_start;
-        const auto n = static_cast<std::size_t>(layout_.device[static_cast<std::size_t>(ab.device)].bytes);
+        const auto n = static_cast<std::size_t>(device_buffer(ab.device).bytes);
         stats_.swapped_in_bytes += static_cast<bytes_t>(n);
         launch(a, s, [this, dst, src, n](stream_view v) { dev_->copy(dst, src, n, copy_kind::host_to_device, v); });
         break;
@@ -515,14 +445,15 @@ class executor {
     dev_->record(events_[static_cast<std::size_t>(a)], s);
     // A release goes once every holder is issued (with its event recorded):
     // in list order at once; issued in start order, a holder listed earlier
-    // may start, and so be issued, after the release.
+    // may start, and so be issued, after the release. reuse_waits counts
+    // on exactly this.
     for (const index_t b : ab.releases_device) deferred_device_.push_back(b);
     for (const index_t h : ab.releases_host) deferred_host_.push_back(h);
-    const auto issued = [&](const buffer& x) {
-      return std::ranges::all_of(x.holders, [&](index_t h) { return h == no_index || issued_[static_cast<std::size_t>(h)] != 0; });
+    const auto issued = [&](const buffer& buf) {
+      return std::ranges::all_of(buf.holders, [&](index_t h) { return h == no_index || issued_[static_cast<std::size_t>(h)] != 0; });
     };
     std::erase_if(deferred_device_, [&](index_t b) {
-      if (!issued(layout_.device[static_cast<std::size_t>(b)])) return false;
+      if (!issued(device_buffer(b))) return false;
       release_device(b);
       return true;
     });
@@ -531,43 +462,39 @@ class executor {
       release_host(h);
       return true;
     });
-    return true;
   }
 
-  /// The holders' events of `b` (at most one per stream).
-  std::vector<const typename D::event*> gates(const buffer& b) const {
-    std::vector<const typename D::event*> out;
-    for (const index_t h : b.holders) {
-      if (h != no_index) out.push_back(&events_[static_cast<std::size_t>(h)]);
+  /// Device buffer `b`, made by `a`, takes its bytes of the arena.
+  void place_device(index_t a, index_t b) {
+    const buffer& buf = device_buffer(b);
+    const bytes_t at = offset_of(b);
+    MEMPLAN_EXPECTS(dev_->arena().allocate_at(at, buf.bytes), invalid_argument, "executor: ", name(a),
+                    " cannot take bytes [", at, ", ", at + buf.bytes, ") of the device arena (", dev_->arena().capacity(),
+                    " bytes, ", dev_->arena().in_use(), " in use): something else holds them");
+    device_live_[static_cast<std::size_t>(b)] = 1;
+    live_bytes_ += buf.bytes;
+    stats_.peak_live_bytes = std::max(stats_.peak_live_bytes, live_bytes_);
+    if (buf.bytes > 0) {
+      const bytes_t footprint = (buf.bytes + at_.alignment - 1) / at_.alignment * at_.alignment;
+      stats_.arena_high_water_bytes = std::max(stats_.arena_high_water_bytes, at + footprint);
     }
-    if (out.empty()) out.push_back(&events_[static_cast<std::size_t>(layout_.load)]);
-    return out;
   }
+  /// Gives device buffer `b`'s bytes back: the next buffer placed over them
+  /// waits on its holders' events (reuse_waits).
   void release_device(index_t b) {
-    const buffer& buf = layout_.device[static_cast<std::size_t>(b)];
-    device_pool_.deallocate_extent(offset(device_offset_, b), buf.bytes, extents_[static_cast<std::size_t>(b)].bytes,
-                                   gates(buf));
-    state(device_state_, b) = held::pending;
+    dev_->arena().deallocate_extent(offset_of(b), device_buffer(b).bytes);
+    device_live_[static_cast<std::size_t>(b)] = 0;
+    live_bytes_ -= device_buffer(b).bytes;
   }
   /// A whole tensor's block becomes its micro-tensors' sub-ranges (plan.hpp's
   /// in-place split): nothing moves, each is given back on its own from now on.
   void split_in_place(index_t w) {
-    const buffer& whole = layout_.device[static_cast<std::size_t>(w)];
-    const bytes_t base = offset(device_offset_, w);
-    for (index_t j = 0; j < layout_.device[static_cast<std::size_t>(whole.split_into)].parts; ++j) {
-      const index_t m = whole.split_into + j;
-      offset(device_offset_, m) = base + layout_.device[static_cast<std::size_t>(m)].start;
-      state(device_state_, m) = held::live;
+    const buffer& whole = device_buffer(w);
+    for (index_t j = 0; j < device_buffer(whole.split_into).parts; ++j) {
+      device_live_[static_cast<std::size_t>(whole.split_into + j)] = 1;
     }
-    state(device_state_, w) = held::none;
+    device_live_[static_cast<std::size_t>(w)] = 0;
     ++stats_.splits_in_place;
-  }
-  /// Pieces a slice of device buffer `b` may come in: a whole buffer that is
-  /// split in place, its micro-tensors (it may be read after an early split).
-  std::size_t piece_count(index_t b) const {
-    const buffer& buf = layout_.device[static_cast<std::size_t>(b)];
-    return buf.split_into == no_index ? 1
-                                      : static_cast<std::size_t>(layout_.device[static_cast<std::size_t>(buf.split_into)].parts);
   }
   /// Issued in start order, an action may touch a micro-tensor of a whole
   /// tensor before the release that splits it in place is issued: split it
@@ -575,8 +502,8 @@ class executor {
   void split_before(const action_buffers& ab) {
     const auto early = [&](index_t b) {
       if (b == no_index) return;
-      const index_t w = layout_.device[static_cast<std::size_t>(b)].whole;
-      if (w != no_index && state(device_state_, w) == held::live) split_in_place(w);
+      const index_t w = device_buffer(b).whole;
+      if (w != no_index && device_live_[static_cast<std::size_t>(w)] != 0) split_in_place(w);
     };
     for (const auto* list : {&ab.reads, &ab.writes}) {
       for (const access& x : *list) {
@@ -586,75 +513,41 @@ class executor {
     early(ab.device);
     for (const index_t b : ab.releases_device) early(b);
   }
-  /// Fills the next address and region slot (and its pieces) for `x`. A
-  /// slice of a whole buffer split in place already (issued in start order)
-  /// comes as the parts of its micro-tensors that cover it.
+  /// Fills the next address and region slot (and its pieces) for `x`: one
+  /// piece per slice, adjacent ones merged (a tensor split in place lies
+  /// where it lay whole).
   void place(const access& x) {
     std::byte* const device = dev_->device_memory();
     piece* const first = pieces_.data() + piece_slot_;
     for (const slice& sl : x.slices) {
-      const buffer& buf = layout_.device[static_cast<std::size_t>(sl.buffer)];
-      if (buf.split_into == no_index || state(device_state_, sl.buffer) == held::live) {
-        pieces_[piece_slot_++] = {device + offset(device_offset_, sl.buffer) + sl.offset, sl.bytes};
-        continue;
+      std::byte* const at = device + offset_of(sl.buffer) + sl.offset;
+      if (pieces_.data() + piece_slot_ != first) {
+        piece& last = pieces_[piece_slot_ - 1];
+        if (static_cast<std::byte*>(last.address) + last.bytes == at) {
+          last.bytes += sl.bytes;
+          continue;
+        }
       }
-      const index_t parts = layout_.device[static_cast<std::size_t>(buf.split_into)].parts;
-      for (index_t j = 0; j < parts; ++j) {
-        const index_t m = buf.split_into + j;
-        const buffer& micro = layout_.device[static_cast<std::size_t>(m)];
-        const bytes_t from = std::max(sl.offset, micro.start);
-        const bytes_t to = std::min(sl.offset + sl.bytes, micro.start + micro.bytes);
-        if (to > from) pieces_[piece_slot_++] = {device + offset(device_offset_, m) + (from - micro.start), to - from};
-      }
+      pieces_[piece_slot_++] = {at, sl.bytes};
     }
     const auto pieces = std::span<const piece>(first, static_cast<std::size_t>(pieces_.data() + piece_slot_ - first));
     regions_[slot_] = {x.offset, x.bytes, pieces};
     addresses_[slot_] = pieces.size() == 1 ? pieces.front().address : nullptr;
     ++slot_;
   }
+
   void release_host(index_t h) {
     const buffer& buf = layout_.host[static_cast<std::size_t>(h)];
-    pinned_pool_.deallocate(offset(host_offset_, h), buf.bytes, gates(buf));
+    std::vector<const typename D::event*> after;
+    for (const index_t x : buf.holders) {
+      if (x != no_index) after.push_back(&events_[static_cast<std::size_t>(x)]);
+    }
+    if (after.empty()) after.push_back(&events_[static_cast<std::size_t>(layout_.load)]);
+    pinned_pool_.deallocate(offset(host_offset_, h), buf.bytes, after);
     state(host_state_, h) = held::pending;
   }
-
-  /// Allocates every buffer in `list` (of one action), all or none, waiting
-  /// for pending frees and compacting when only holes stand in the way.
-  /// \returns false (nothing allocated) if they cannot fit with nothing pending.
-  bool allocate(const std::vector<index_t>& list) {
-    if (list.empty()) return true;
-    bytes_t need = 0;
-    for (const index_t b : list) need += layout_.device[static_cast<std::size_t>(b)].bytes;
-    bool compacted = false;
-    for (;;) {
-      std::size_t got = 0;
-      for (; got < list.size(); ++got) {
-        const index_t b = list[got];
-        const extent& e = extents_[static_cast<std::size_t>(b)];
-        const auto o = device_pool_.try_allocate_extent(layout_.device[static_cast<std::size_t>(b)].bytes, e.bytes, e.align);
-        if (!o) break;
-        offset(device_offset_, b) = *o;
-        state(device_state_, b) = held::live;
-      }
-      if (got == list.size()) return true;
-      for (std::size_t i = 0; i < got; ++i) {  // roll back: all or none
-        const auto b = static_cast<std::size_t>(list[i]);
-        device_pool_.deallocate_extent(offset(device_offset_, list[i]), layout_.device[b].bytes, extents_[b].bytes);
-        state(device_state_, list[i]) = held::none;
-      }
-      if (device_pool_.wait_one()) continue;
-      const bool bytes_fit = device_pool_.in_use() + need <= device_pool_.limit() &&
-                             dev_->arena().in_use() + footprints(list) <= dev_->arena().capacity();
-      if (!bytes_fit || compacted) return false;
-      compact();
-      compacted = true;
-    }
-  }
-  bytes_t footprints(const std::vector<index_t>& list) const {
-    bytes_t sum = 0;
-    for (const index_t b : list) sum += extents_[static_cast<std::size_t>(b)].bytes;
-    return sum;
-  }
+  /// A host copy for `a`: first fit in the pinned pool, waiting for pending
+  /// frees, compacting the pool when only holes stand in the way.
   void allocate_host(index_t a, index_t h) {
     const bytes_t bytes = layout_.host[static_cast<std::size_t>(h)].bytes;
     for (bool compacted = false;;) {
@@ -667,58 +560,33 @@ class executor {
       MEMPLAN_EXPECTS(!compacted && dev_->pinned().in_use() + arena::footprint(bytes) <= dev_->pinned().capacity(),
                       invalid_argument, "executor: the pinned pool (", dev_->pinned().capacity(), " bytes, ",
                       dev_->pinned().in_use(), " in use) cannot hold the host copy of ", name(a), " (", bytes,
-                      " bytes); this plan needs ", pinned_peak(layout_, order_), " pinned bytes");
-      compact();
+                      " bytes); this plan needs ", pinned_peak(layout_, at_.order), " pinned bytes");
+      compact_pinned();
       compacted = true;
     }
   }
-
-  /// Waits for every stream, then closes the holes of both arenas.
-  void compact() {
+  /// Waits for every stream, then closes the pinned pool's holes.
+  void compact_pinned() {
     synchronize_all();
     throw_if_failed();
-    device_pool_.drain();
     pinned_pool_.drain();
-    ++stats_.compactions;
-    std::byte* const device = dev_->device_memory();
-    auto& s = stream(stream_kind::compute);
-    device_pool_.compact(live(device_state_, device_offset_, layout_.device, &extents_), [&](bytes_t from, bytes_t to, bytes_t n) {
-      // Chunks no longer than the gap never overlap, so a plain copy is safe.
-      const bytes_t gap = from - to;
-      dev_->launch(s, [this, device, from, to, n, gap](stream_view v) {
-        for (bytes_t done = 0; done < n; done += gap) {
-          dev_->copy(device + to + done, device + from + done, static_cast<std::size_t>(std::min(gap, n - done)),
-                     copy_kind::device_to_device, v);
-        }
-      });
-    });
-    dev_->synchronize(s);
+    ++stats_.pinned_compactions;
+    std::vector<typename ordered_pool<D>::block> live;
+    for (std::size_t h = 0; h < host_state_.size(); ++h) {
+      if (host_state_[h] == held::live) live.push_back({&host_offset_[h], layout_.host[h].bytes});
+    }
     std::byte* const pinned = dev_->pinned_memory();
-    pinned_pool_.compact(live(host_state_, host_offset_, layout_.host, nullptr), [&](bytes_t from, bytes_t to, bytes_t n) {
+    pinned_pool_.compact(std::move(live), [&](bytes_t from, bytes_t to, bytes_t n) {
       std::memmove(pinned + to, pinned + from, static_cast<std::size_t>(n));
     });
-  }
-  std::vector<typename ordered_pool<D>::block> live(std::vector<held>& states, std::vector<bytes_t>& offsets,
-                                                    const std::vector<buffer>& buffers,
-                                                    const std::vector<extent>* extents) {
-    std::vector<typename ordered_pool<D>::block> out;
-    for (std::size_t i = 0; i < states.size(); ++i) {
-      if (states[i] != held::live) continue;
-      if (extents != nullptr) {
-        out.push_back({&offsets[i], buffers[i].bytes, (*extents)[i].bytes, (*extents)[i].align});
-      } else {
-        out.push_back({&offsets[i], buffers[i].bytes, 0, arena::alignment});
-      }
-    }
-    return out;
   }
 
   D* dev_;
   const problem* p_;
   const plan* pl_;
   layout layout_;
-  std::vector<extent> extents_;  ///< per device buffer: its arena bytes and alignment
-  ordered_pool<D> device_pool_;
+  placement at_;                           ///< issue order, offsets, arena
+  std::vector<stream_gates> gates_;        ///< per action: the events its stream waits on
   ordered_pool<D> pinned_pool_;
   std::vector<typename D::event> events_;  ///< per action, then the initial load
   std::vector<typename D::stream> streams_;  ///< after the events: joined before they go
@@ -729,10 +597,11 @@ class executor {
   std::size_t slot_ = 0;
   std::size_t piece_slot_ = 0;
   std::vector<std::uint8_t> issued_;       ///< per action: issued in this run
-  std::vector<index_t> order_;             ///< the actions in the order they are issued
   std::vector<index_t> deferred_device_, deferred_host_;  ///< releases waiting for a holder to be issued
-  std::vector<held> device_state_, host_state_;
-  std::vector<bytes_t> device_offset_, host_offset_;
+  std::vector<std::uint8_t> device_live_;  ///< per device buffer: holds its bytes of the arena now
+  std::vector<held> host_state_;
+  std::vector<bytes_t> host_offset_;
+  bytes_t live_bytes_ = 0;
   run_stats stats_;
   std::atomic<bool> failed_{false};
   std::mutex failure_mutex_;

@@ -5,7 +5,8 @@
 /// which device copy each action reads, allocates and releases, which host
 /// copy each swap writes or reads, and after which action each buffer may go
 /// and which actions must have ended first (its holders, the last per
-/// stream). The executor turns this into allocations and event-gated frees.
+/// stream). The executor places the device buffers at a memory layout's
+/// offsets (placement.hpp) and gates reuse of their bytes on events.
 ///
 /// Micro-tensors (plan.hpp, TSPLIT §V-A) are buffers of their own: one made
 /// by a micro-op or a micro swap-in is a block of its own; releasing one of a
@@ -53,7 +54,6 @@ struct buffer {
   /// A whole device buffer split in place (its `release`): its first
   /// micro-tensor buffer; the `parts` of them follow in order.
   index_t split_into = no_index;
-  bool micro_op = false;  ///< allocated by a micro-op or a micro swap-in (finer arena blocks)
 };
 
 /// Bytes [offset, offset + bytes) of a device buffer.
@@ -100,40 +100,6 @@ struct layout {
   bytes_t pinned_peak = 0;  ///< host-copy bytes (arena footprints) live at once, in issue order
 };
 
-/// Alignment (and rounding) of the arena blocks of micro-tensors and of
-/// micro-ops' workspace: the simulator counts micro_bytes exactly, and a
-/// 256-byte footprint would make 32 micro-tensors of 64 B take 4x their
-/// bytes. 64 B still suits any vector load.
-inline constexpr bytes_t micro_alignment = 64;
-
-/// Where device buffer `b` sits in the arena: the bytes it takes and their
-/// alignment. A whole tensor or an op's workspace: its footprint, 256-byte
-/// aligned; a micro-tensor or a micro-op's workspace made on its own: its
-/// bytes rounded to `micro_alignment`; a micro-tensor split in place: its
-/// sub-range of the whole buffer's footprint (the last one takes the
-/// padding), moved only to an offset with the same remainder modulo 64.
-struct extent {
-  bytes_t bytes = 0;
-  bytes_t align = arena::alignment;
-};
-[[nodiscard]] inline std::vector<extent> device_extents(const layout& l) {
-  std::vector<extent> out(l.device.size());
-  for (std::size_t i = 0; i < l.device.size(); ++i) {
-    const buffer& b = l.device[i];
-    if (b.whole != no_index) {  // after its whole buffer (made earlier)
-      const buffer& w = l.device[static_cast<std::size_t>(b.whole)];
-      const bytes_t end = b.part + 1 == b.parts ? out[static_cast<std::size_t>(b.whole)].bytes
-                                                : w.bytes * (b.part + 1) / b.parts;
-      out[i] = {end - b.start, micro_alignment};  // never allocated; compaction keeps offset % 64
-    } else if (b.micro_op) {
-      out[i] = {(b.bytes + micro_alignment - 1) / micro_alignment * micro_alignment, micro_alignment};
-    } else {
-      out[i] = {arena::footprint(b.bytes), arena::alignment};
-    }
-  }
-  return out;
-}
-
 namespace detail {
 /// The micro-op or micro-tensor an action names (plan.hpp's `part`, TSPLIT
 /// §V-A), or no_index: whole. Written against either shape of `action`.
@@ -169,7 +135,7 @@ class layout_recorder {
   index_t initial_host(index_t t) {
     const auto h = static_cast<index_t>(l_->host.size());
     l_->initial_host.push_back(h);
-    l_->host.push_back({t, bytes_of(t), l_->load, no_index, {}, 1, no_index, no_index, 0, no_index, false});
+    l_->host.push_back({t, bytes_of(t), l_->load, no_index, {}, 1, no_index, no_index, 0, no_index});
     return h;
   }
   void begin(index_t a) {
@@ -204,7 +170,6 @@ class layout_recorder {
     if (bytes == 0) return;
     const index_t w = allocate(no_index, bytes, 1, no_index);
     l_->device.back().release = a_;
-    l_->device.back().micro_op = act().part != no_index;
     here().workspace = w;
     here().releases_device.push_back(w);
   }
@@ -228,7 +193,6 @@ class layout_recorder {
   index_t split_part(index_t whole, index_t t, bytes_t start, bytes_t bytes, index_t parts, index_t part) {
     const index_t m = new_device(t, bytes, split_maker_, parts, part);
     buffer& b = l_->device.back();
-    b.micro_op = false;
     b.whole = whole;
     b.start = start;
     b.holders = split_holders_;
@@ -244,7 +208,7 @@ class layout_recorder {
   }
   index_t save(index_t t, bytes_t bytes, index_t parts, index_t part) {
     const auto h = static_cast<index_t>(l_->host.size());
-    l_->host.push_back({t, bytes, a_, no_index, {}, parts, part, no_index, 0, no_index, false});
+    l_->host.push_back({t, bytes, a_, no_index, {}, parts, part, no_index, 0, no_index});
     hold(l_->host.back());
     return here().host = h;
   }
@@ -259,7 +223,7 @@ class layout_recorder {
     last = std::max(last, a_);
   }
   index_t new_device(index_t t, bytes_t bytes, index_t maker, index_t parts, index_t part) {
-    l_->device.push_back({t, bytes, maker, no_index, {}, parts, part, no_index, 0, no_index, part != no_index});
+    l_->device.push_back({t, bytes, maker, no_index, {}, parts, part, no_index, 0, no_index});
     return static_cast<index_t>(l_->device.size() - 1);
   }
   index_t allocate(index_t t, bytes_t bytes, index_t parts, index_t part) {

@@ -1,7 +1,9 @@
 #pragma once
 /// \file
 /// `runtime::ordered_pool`: stream-ordered allocation over one of a device's
-/// arenas (as CCCL's stream-ordered resources and cudaFreeAsync). A block
+/// arenas (as CCCL's stream-ordered resources and cudaFreeAsync) — the
+/// executor's pinned host pool; device buffers sit at a memory layout's
+/// offsets instead (placement.hpp). A block
 /// given back with `deallocate(offset, bytes, after)` is reused only once
 /// every event in `after` has completed, so work still reading it on any
 /// stream finishes first; until then its bytes count as in use. An optional
@@ -33,14 +35,9 @@ class ordered_pool {
   /// A block of `bytes` if one is free now (after taking back every block
   /// whose events have completed) and the limit allows; nothing otherwise.
   [[nodiscard]] std::optional<bytes_t> try_allocate(bytes_t bytes) {
-    return try_allocate_extent(bytes, arena::footprint(bytes), arena::alignment);
-  }
-  /// The same for a block that takes `extent` arena bytes at an `align`-ed
-  /// offset while counting `bytes` against the limit (a micro-tensor).
-  [[nodiscard]] std::optional<bytes_t> try_allocate_extent(bytes_t bytes, bytes_t extent, bytes_t align) {
     reclaim();
     if (bytes > limit_ - in_use_) return std::nullopt;
-    const auto offset = arena_->allocate_extent(extent, align);
+    const auto offset = arena_->allocate(bytes);
     if (offset) {
       in_use_ += bytes;
       peak_ = std::max(peak_, in_use_);
@@ -51,17 +48,11 @@ class ordered_pool {
   /// (at once when `after` is empty). The events must outlive the pool's
   /// use of them: until `drain` or a `wait_one` that takes the block back.
   void deallocate(bytes_t offset, bytes_t bytes, std::span<const event* const> after = {}) {
-    deallocate_extent(offset, bytes, arena::footprint(bytes), after);
-  }
-  /// The same for `extent` arena bytes at `offset` that count as `bytes`: a
-  /// block of `try_allocate_extent`, or a micro-tensor's sub-range of a
-  /// tensor split in place.
-  void deallocate_extent(bytes_t offset, bytes_t bytes, bytes_t extent, std::span<const event* const> after = {}) {
     if (after.empty()) {
-      release(offset, bytes, extent);
+      release(offset, bytes);
       return;
     }
-    pending_.push_back({offset, bytes, extent, {after.begin(), after.end()}});
+    pending_.push_back({offset, bytes, {after.begin(), after.end()}});
   }
   /// Blocks until the oldest pending block can be reused and takes it (and
   /// any other ready ones) back. \returns false if nothing was pending.
@@ -83,14 +74,10 @@ class ordered_pool {
   [[nodiscard]] bytes_t limit() const noexcept { return limit_; }
   [[nodiscard]] bool has_pending() const noexcept { return !pending_.empty(); }
 
-  /// A live block, for `compact`: where it is (updated), its size, and the
-  /// arena bytes it takes (0: its footprint) at what alignment; a block
-  /// keeps its offset modulo `align` when it moves.
+  /// A live block, for `compact`: where it is (updated) and its size.
   struct block {
     bytes_t* offset;
     bytes_t bytes;
-    bytes_t extent = 0;
-    bytes_t align = arena::alignment;
   };
   /// Closes the holes between `live` blocks — every block handed out and not
   /// given back — by moving each down, lowest first, with
@@ -103,8 +90,7 @@ class ordered_pool {
     std::ranges::sort(live, [](const block& a, const block& b) { return *a.offset < *b.offset; });
     arena_->clear();
     for (const block& b : live) {
-      const bytes_t extent = b.extent > 0 ? b.extent : arena::footprint(b.bytes);
-      const bytes_t to = *arena_->allocate_extent(extent, b.align, *b.offset % b.align);
+      const bytes_t to = *arena_->allocate(b.bytes);
       if (to != *b.offset) move(*b.offset, to, b.bytes);
       *b.offset = to;
     }
@@ -114,19 +100,18 @@ class ordered_pool {
   struct pending {
     bytes_t offset;
     bytes_t bytes;
-    bytes_t extent;
     std::vector<const event*> after;
   };
 
   void reclaim() {
     std::erase_if(pending_, [&](const pending& p) {
       if (!std::ranges::all_of(p.after, [&](const event* e) { return dev_->query(*e); })) return false;
-      release(p.offset, p.bytes, p.extent);
+      release(p.offset, p.bytes);
       return true;
     });
   }
-  void release(bytes_t offset, bytes_t bytes, bytes_t extent) {
-    arena_->deallocate_extent(offset, extent);
+  void release(bytes_t offset, bytes_t bytes) {
+    arena_->deallocate(offset, bytes);
     in_use_ -= bytes;
   }
 

@@ -1,20 +1,22 @@
 #pragma once
 /// \file
 /// The executor's data-integrity check for any problem (DESIGN.md §7): the
-/// plan runs on a host::device whose arena holds the budget, with ops that
+/// plan runs on a host::device whose arena is the budget, with ops that
 /// compute a digest instead of numbers. A tensor's digest is a hash of the
 /// op, the output's position and the digests of the op's inputs (of the
 /// tensor's index for tensors without a producer); an op fills each output
 /// with its digest, repeated, after checking that every byte of every input
-/// holds the input's digest. A tensor swapped, recomputed, moved by
-/// compaction or overwritten by another buffer in the arena shows up as a
+/// holds the input's digest. A tensor swapped or recomputed wrongly, or
+/// overwritten by another buffer placed over it too early, shows up as a
 /// mismatch, as it would as wrong numbers in training. A micro-op checks and
 /// fills the bytes of its regions (its micro-tensors), byte i of a tensor
 /// always holding byte i % 8 of the digest, wherever its pieces lie.
 
 #include <algorithm>
-#include <exception>
+#include <array>
 #include <atomic>
+#include <chrono>
+#include <exception>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -41,22 +43,40 @@ namespace detail {
   return h * 0xff51afd7ed558ccdULL;
 }
 
+/// 64 bytes of tensor bytes from one whose index is `phase` modulo 8: byte
+/// i holds byte i % 8 of `digest`.
+struct pattern {
+  std::array<std::byte, 64> bytes;
+  pattern(std::uint64_t digest, bytes_t phase) {
+    for (std::size_t k = 0; k < bytes.size(); ++k) {
+      bytes[k] = static_cast<std::byte>(digest >> (8 * ((static_cast<std::size_t>(phase) + k) % 8)));
+    }
+  }
+};
+
 /// Fills the bytes of `r`: tensor byte i gets byte i % 8 of `digest`.
 inline void fill(const runtime::region& r, std::uint64_t digest) {
   bytes_t i = r.offset;
   for (const runtime::piece& piece : r.pieces) {
+    const pattern pat(digest, i);
     auto* out = static_cast<std::byte*>(piece.address);
-    for (bytes_t j = 0; j < piece.bytes; ++j, ++i) out[j] = static_cast<std::byte>(digest >> (8 * (i % 8)));
+    for (bytes_t j = 0; j < piece.bytes; j += 64) {
+      std::memcpy(out + j, pat.bytes.data(), static_cast<std::size_t>(std::min<bytes_t>(64, piece.bytes - j)));
+    }
+    i += piece.bytes;
   }
 }
 
 [[nodiscard]] inline bool holds(const runtime::region& r, std::uint64_t digest) {
   bytes_t i = r.offset;
   for (const runtime::piece& piece : r.pieces) {
+    const pattern pat(digest, i);
     const auto* in = static_cast<const std::byte*>(piece.address);
-    for (bytes_t j = 0; j < piece.bytes; ++j, ++i) {
-      if (in[j] != static_cast<std::byte>(digest >> (8 * (i % 8)))) return false;
+    for (bytes_t j = 0; j < piece.bytes; j += 64) {
+      const auto n = static_cast<std::size_t>(std::min<bytes_t>(64, piece.bytes - j));
+      if (std::memcmp(in + j, pat.bytes.data(), n) != 0) return false;
     }
+    i += piece.bytes;
   }
   return i == r.offset + r.bytes;
 }
@@ -67,12 +87,20 @@ inline void fill(const runtime::region& r, std::uint64_t digest) {
 struct integrity_check {
   bool ran = false;     ///< false: the executor refused the action list as malformed
   std::string failure;  ///< "" when every op read what the unplanned run reads, else "executor: ..."
+  /// The verdict a failure carries: the executor's (out_of_memory: the
+  /// layout does not fit the arena; invalid_plan: a layout that does not
+  /// fit the issue order), invalid_plan where an op read the wrong bytes;
+  /// none when it ran right (or an op or copy failed).
+  failure_kind kind = failure_kind::none;
+  runtime::run_stats stats;  ///< the run's figures (when it ran to the end)
+  bytes_t pinned_bytes = 0;  ///< the pinned pool it ran with (runtime::pinned_bytes)
+  double run_seconds = 0;    ///< wall time of the run itself
 };
 
-/// Runs `pl` on a host::device with an arena of `budget` bytes (plus one
-/// alignment unit per buffer, which the arena's rounding may take, and 64
-/// bytes per micro-op or micro-tensor action) and
-/// checks every input of every op against its reference digest.
+/// Runs `pl` on a host::device with an arena of exactly `budget` bytes and
+/// the pinned memory `runtime::pinned_bytes` says, and checks every input
+/// of every op against its reference digest. A plan without a memory
+/// layout runs at the executor's own (runtime::placement_of).
 /// `timing`: the device the plan was made for, to issue in the simulator's
 /// start order (runtime::executor's constructor); null: list order.
 [[nodiscard]] inline integrity_check check_integrity(const problem& p, const plan& pl, bytes_t budget,
@@ -91,14 +119,12 @@ struct integrity_check {
   try {
     pinned = runtime::pinned_bytes(p, pl, timing);
   } catch (const invalid_argument&) {
-    return {false, ""};  // a list the simulator may accept but the executor refuses; none is known
+    return integrity_check{};  // not run: a list the simulator may accept but the executor refuses; none is known
   }
-  // Micro-tensors made on their own round to 64 bytes instead.
-  bytes_t micro = 0;
-  for (const action& a : pl.actions) micro += a.part != no_index ? 1 : 0;
-  const bytes_t slack = runtime::arena::alignment * static_cast<bytes_t>(p.num_tensors() + p.num_steps() + 1) +
-                        runtime::micro_alignment * micro;
-  host::device dev({.arena_bytes = budget + slack, .pinned_bytes = pinned, .before_copy = {}});
+  host::device dev({.arena_bytes = budget, .pinned_bytes = pinned, .before_copy = {}});
+  integrity_check out;
+  out.ran = true;
+  out.pinned_bytes = pinned;
   std::atomic<long> bad{0};
   std::atomic<index_t> first_bad{no_index};
   try {
@@ -130,15 +156,20 @@ struct integrity_check {
       const runtime::piece all{to, p.bytes[static_cast<std::size_t>(t)]};
       detail::fill({0, all.bytes, {&all, 1}}, digest[static_cast<std::size_t>(t)]);
     };
-    const runtime::run_stats stats = ex.run(run_op, load);
-    if (stats.peak_bytes > budget) return {true, concat("executor: peak ", stats.peak_bytes, " B > budget ", budget, " B")};
+    const auto start = std::chrono::steady_clock::now();
+    out.stats = ex.run(run_op, load);
+    out.run_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   } catch (const std::exception& e) {
-    return {true, concat("executor: ", e.what())};
+    const std::string what = e.what();
+    out.failure = what.starts_with("executor: ") ? what : "executor: " + what;
+    if (const auto* judged = dynamic_cast<const error*>(&e)) out.kind = judged->kind();
+    return out;
   }
   if (bad != 0) {
-    return {true, concat("executor: ", bad.load(), " inputs did not hold their values, first at action ", first_bad.load())};
+    out.failure = concat("executor: ", bad.load(), " inputs did not hold their values, first at action ", first_bad.load());
+    out.kind = failure_kind::invalid_plan;
   }
-  return {true, ""};
+  return out;
 }
 
 }  // namespace memplan::testing
