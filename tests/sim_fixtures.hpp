@@ -46,9 +46,9 @@ inline device_spec byte_per_us_device() {
 /// Adds tensors and ops to a graph and compiles it in insertion order.
 class graph_maker {
  public:
-  index_t tensor(std::string name, bytes_t bytes, tensor_kind kind) {
+  index_t tensor(std::string name, bytes_t bytes, tensor_kind kind, std::vector<std::int64_t> shape = {}) {
     return g_.add_tensor({.id = static_cast<std::int64_t>(g_.num_tensors()), .name = std::move(name),
-                          .bytes = bytes, .kind = kind, .shape = {}, .dtype = {}});
+                          .bytes = bytes, .kind = kind, .shape = std::move(shape), .dtype = {}});
   }
   index_t op(std::string name, double time_us, std::vector<index_t> in, std::vector<index_t> out,
              bytes_t workspace = 0, phase ph = phase::forward) {
@@ -70,9 +70,10 @@ namespace chain {
 inline constexpr index_t x = 0, a1 = 1, a2 = 2, a3 = 3, g2 = 4, g1 = 5;
 inline constexpr index_t f1 = 0, f2 = 1, f3 = 2, b3 = 3, b2 = 4;
 
-inline problem make() {
+/// `batch` > 0: x has shape {batch} (problem::batch), else no shape.
+inline problem make(std::int64_t batch = 0) {
   graph_maker m;
-  m.tensor("x", 10, tensor_kind::input);
+  m.tensor("x", 10, tensor_kind::input, batch > 0 ? std::vector<std::int64_t>{batch} : std::vector<std::int64_t>{});
   m.tensor("a1", 100, tensor_kind::activation);
   m.tensor("a2", 100, tensor_kind::activation);
   m.tensor("a3", 100, tensor_kind::activation);
@@ -118,7 +119,62 @@ inline plan recompute_a1(const problem& p, bytes_t budget) { return free_a1(p, b
 
 /// An invalid plan: b2 (action 5) reads a1 after action 2 freed it.
 inline plan read_after_free(const problem& p, bytes_t budget) { return free_a1(p, budget, false); }
+
+/// f2 split in `parts`: one action (action 1), or micro-ops 0 .. parts-1 (actions 1 ..).
+inline plan split_f2(const problem& p, index_t parts, bool micro_ops) {
+  plan_builder b(p, "split-f2", 400);
+  b.compute(f1);
+  if (!micro_ops) b.compute(f2, parts);
+  for (index_t k = 0; micro_ops && k < parts; ++k) b.compute(f2, parts, k);
+  for (const index_t s : {f3, b3, b2}) b.compute(s);
+  return std::move(b).finish();
+}
 }  // namespace chain
+
+/// `p` with step s's split dimensions replaced by `dims`.
+inline problem with_split_dims(problem p, index_t s, const std::vector<int>& dims) {
+  std::vector<int> list;
+  std::vector<index_t> begin{0};
+  for (index_t k = 0; k < static_cast<index_t>(p.num_steps()); ++k) {
+    const auto own = p.split_dims(k);
+    if (k == s) list.insert(list.end(), dims.begin(), dims.end());
+    else list.insert(list.end(), own.begin(), own.end());
+    begin.push_back(static_cast<index_t>(list.size()));
+  }
+  p.split_dim_list = std::move(list);
+  p.split_begin = std::move(begin);
+  return p;
+}
+
+/// A wait removed from action `a`: the `k`-th of its list.
+inline void drop_wait(plan& pl, index_t a, std::size_t k) {
+  const auto first = static_cast<std::size_t>(pl.wait_begin[static_cast<std::size_t>(a)]);
+  pl.waits.erase(pl.waits.begin() + static_cast<std::ptrdiff_t>(first + k));
+  for (std::size_t i = static_cast<std::size_t>(a) + 1; i < pl.wait_begin.size(); ++i) --pl.wait_begin[i];
+}
+
+// One training step of one layer with SGD and momentum (steps in order):
+//   step 0 f (100 µs):          x(10 input), w(50 parameter) -> y(100)
+//   step 1 b (100 µs, backward): y, w -> gw(50 parameter_gradient)
+//   step 2 u (20 µs, update):    w, gw, m(50 optimizer_state); writes w and m in place
+// Baseline: time 220 µs; live bytes per step 210, 250 (w + m + y + gw), 150: peak 250 B.
+namespace sgd {
+inline constexpr index_t x = 0, w = 1, m = 2, y = 3, gw = 4;
+inline constexpr index_t f = 0, b = 1, u = 2;
+
+inline problem make() {
+  graph_maker mk;
+  mk.tensor("x", 10, tensor_kind::input);
+  mk.tensor("w", 50, tensor_kind::parameter);
+  mk.tensor("m", 50, tensor_kind::optimizer_state);
+  mk.tensor("y", 100, tensor_kind::activation);
+  mk.tensor("gw", 50, tensor_kind::parameter_gradient);
+  mk.op("f", 100, {x, w}, {y});
+  mk.op("b", 100, {y, w}, {gw}, 0, phase::backward);
+  mk.op("u", 20, {w, gw, m}, {}, 0, phase::update);
+  return mk.compile();
+}
+}  // namespace sgd
 
 // A residual block with parameters and workspace (steps in order):
 //   step 0 conv1: x(50), w1(20 param)  -> a(100)    100 µs, workspace 30
@@ -184,6 +240,110 @@ inline problem three_layers() {
   m.op("b0", 100, {g1, x}, {g0}, 0, phase::backward);
   return m.compile();
 }
+
+/// Plans that break one rule of DESIGN.md §5 each, which timing alone does
+/// not show (issue 22): the simulator and the validator both reject them as
+/// invalid plans, naming the action, op or tensor (test_sim.cpp,
+/// test_validator.cpp). Each is valid but for the rule it breaks.
+namespace broken {
+
+/// sgd: w saved before its update, swapped in, updated, freed and brought
+/// back from the stale host copy: the update is lost at the free (action 5).
+/// Actions: 0 f, 1 b, 2 swap_out w, 3 swap_in w, 4 u, 5 free w, 6 swap_in w.
+inline plan update_lost(const problem& p) {
+  plan_builder b(p, "update-lost", 1000);
+  b.compute(sgd::f);
+  b.compute(sgd::b);
+  b.swap_out(sgd::w);
+  b.swap_in(sgd::w);
+  b.compute(sgd::u);
+  b.free(sgd::w);
+  b.swap_in(sgd::w);
+  return std::move(b).finish();
+}
+
+/// sgd: w swapped out after its update (and back in), the swap_out not
+/// waiting on u, which writes w in place: the saved copy may miss the
+/// update. Actions: 0 f, 1 b, 2 u, 3 swap_out w (waits on nothing), 4 swap_in w.
+inline plan update_raced(const problem& p) {
+  plan_builder b(p, "update-raced", 1000);
+  b.compute(sgd::f);
+  b.compute(sgd::b);
+  b.compute(sgd::u);
+  b.swap_out(sgd::w);
+  b.swap_in(sgd::w);
+  plan pl = std::move(b).finish();
+  drop_wait(pl, 3, 0);  // on u
+  return pl;
+}
+
+/// residual: w1 freed after its only use, with no host copy (action 1).
+inline plan parameter_lost(const problem& p) {
+  plan_builder b(p, "parameter-lost", 1000);
+  b.compute(0);
+  b.free(residual::w1);
+  for (index_t s = 1; s < 6; ++s) b.compute(s);
+  return std::move(b).finish();
+}
+
+/// residual: w1 swapped out after its only use and never brought back,
+/// though offloaded_state does not list it.
+inline plan state_left_off_device(const problem& p) {
+  plan_builder b(p, "state-off-device", 1000);
+  b.compute(0);
+  b.swap_out(residual::w1);
+  for (index_t s = 1; s < 6; ++s) b.compute(s);
+  return std::move(b).finish();
+}
+
+/// chain: b2 (action 6) reads a1 without waiting for its swap-in (action 5,
+/// [700, 800]); b2 starts at 1000, so the timing covers the missing wait.
+inline plan read_unordered(const problem& p) {
+  plan pl = chain::swap_a1(p, chain::f3, 1000);
+  drop_wait(pl, 6, 0);
+  return pl;
+}
+
+/// chain: the swap-in of a1 (action 5) waits on f3 (ending at 700) but not
+/// on the swap-out it undoes (action 2, [400, 500]).
+inline plan swap_in_unordered(const problem& p) {
+  plan pl = chain::swap_a1(p, chain::f3, 1000);
+  drop_wait(pl, 5, 1);
+  return pl;
+}
+
+/// chain: a1 swapped out and in (actions 2, 3, [100, 200] and [200, 300]),
+/// then split in place by the swap-out of its micro-tensor 0 (action 6, at
+/// 1000), which waits on b3 but not on the swap-in holding the whole a1.
+/// Actions: 0 f1, 1 f2, 2 swap_out a1, 3 swap_in a1, 4 f3, 5 b3,
+/// 6 swap_out a1 0/2, 7 swap_in a1 0/2, 8 b2.
+inline plan split_unordered(const problem& p) {
+  plan_builder b(p, "split-unordered", 1000);
+  b.compute(chain::f1);
+  b.compute(chain::f2);
+  b.swap_out(chain::a1);
+  b.swap_in(chain::a1);
+  b.compute(chain::f3);
+  b.compute(chain::b3);
+  b.swap_out(chain::a1, 2, 0);
+  b.swap_in(chain::a1, 2, 0);
+  b.compute(chain::b2);
+  plan pl = std::move(b).finish();
+  REQUIRE(pl.waits_of(6).size() == 2);
+  REQUIRE(pl.waits_of(6)[0] == 3);
+  drop_wait(pl, 6, 0);
+  return pl;
+}
+
+/// sgd with u marked recomputable: u run again (action 3) applies the update twice.
+inline plan update_recomputed(const problem& p) {
+  plan_builder b(p, "update-recomputed", 1000);
+  for (const index_t s : {sgd::f, sgd::b, sgd::u}) b.compute(s);
+  b.recompute(sgd::u);
+  return std::move(b).finish();
+}
+
+}  // namespace broken
 
 /// The validator accepts `pl` on `d` under `budget`; a failure names the
 /// problem, the budget and the validator's first error.

@@ -7,6 +7,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -230,7 +231,8 @@ TEST_CASE("a whole output of a split op is written by every micro-op: a swap-out
   early.waits[static_cast<std::size_t>(early.wait_begin[static_cast<std::size_t>(out)])] = last - 1;
   const report r = simulate(p, early, dev, 1000);
   CHECK(r.kind == failure_kind::invalid_plan);
-  CHECK(r.failure.find("action 2 (compute 'b'), which it needs for tensor 'gw'") != std::string::npos);
+  CHECK(r.failure.find("action 3 (swap_out 'gw') needs tensor 'gw' from action 2 (compute 'b'), but no wait") !=
+        std::string::npos);
   const validation v = validate(p, early, dev, 1000);
   REQUIRE(v.kind == failure_kind::invalid_plan);
   CHECK(v.errors.front().find("made by action 2 (compute 'b')") != std::string::npos);
@@ -295,8 +297,8 @@ TEST_CASE("invalid plans are reported, never thrown or hung") {
     pl.waits.pop_back();  // b2's wait on the swap-in
     pl.wait_begin.back() -= 1;
     CHECK(failure(pl) ==
-          "invalid plan: action 6 (compute 'b2') starts at 1000 us, but action 5 (swap_in 'a1'), which it needs for "
-          "tensor 'a1', ends at 1100 us: a wait is missing");
+          "invalid plan: action 6 (compute 'b2') needs tensor 'a1' from action 5 (swap_in 'a1'), but no wait or "
+          "stream order makes it start after that ends: a wait is missing");
   }
   SUBCASE("structure") {
     plan pl = keep_all_plan(p, 1000);
@@ -318,6 +320,91 @@ TEST_CASE("invalid plans are reported, never thrown or hung") {
     CHECK(failure(pl).starts_with("invalid plan: wait_begin must hold 6"));
   }
   CHECK_THROWS_AS(static_cast<void>(simulate(p, keep_all_plan(p, 0), dev, -1)), invalid_argument);
+}
+
+TEST_CASE("one verdict: plans whose timing hides a broken rule are invalid (issue 22)") {
+  // The plans of sim_fixtures.hpp's `broken`: each runs, in time and in
+  // memory, but breaks a rule; the validator rejects each too
+  // (test_validator.cpp).
+  const auto expect_invalid = [](const problem& p, const plan& pl, std::string_view needle) {
+    const report r = simulate(p, pl, dev, 1000);
+    CHECK_FALSE(r.feasible);
+    CHECK(r.kind == failure_kind::invalid_plan);
+    INFO("failure: ", r.failure);
+    CHECK(r.failure.find(needle) != std::string::npos);
+  };
+  SUBCASE("1. an update lost: freed with only the host copy saved before it") {
+    const problem p = test::sgd::make();
+    expect_invalid(p, test::broken::update_lost(p),
+                   "action 5 (free 'w'): loses the update of parameter 'w' by action 4 (compute 'u'), which no later "
+                   "swap_out saved");
+  }
+  SUBCASE("1. an update lost: the swap_out saving it not ordered after it") {
+    // The swap_out, waiting on nothing, runs [0, 50] while u runs [200, 220].
+    const problem p = test::sgd::make();
+    expect_invalid(p, test::broken::update_raced(p),
+                   "action 3 (swap_out 'w') needs tensor 'w' from action 2 (compute 'u'), but no wait or stream order "
+                   "makes it start after that ends");
+  }
+  SUBCASE("2. a parameter freed with no host copy") {
+    const problem p = residual::make();
+    expect_invalid(p, test::broken::parameter_lost(p), "action 1 (free 'w1'): loses parameter 'w1', which has no host copy");
+  }
+  SUBCASE("3. a read not ordered after the swap-in that makes it") {
+    // The swap-in runs [700, 800] and b2 would start at 1000 without the wait.
+    const problem p = chain::make();
+    expect_invalid(p, test::broken::read_unordered(p),
+                   "action 6 (compute 'b2') needs tensor 'a1' from action 5 (swap_in 'a1'), but no wait or stream "
+                   "order makes it start after that ends: a wait is missing");
+  }
+  SUBCASE("3. a swap-in not ordered after its swap-out") {
+    // The swap-out ends at 500 and f3, which the swap-in waits on, at 700.
+    const problem p = chain::make();
+    expect_invalid(p, test::broken::swap_in_unordered(p),
+                   "action 5 (swap_in 'a1') copies back tensor 'a1' from action 2 (swap_out 'a1'), but no wait or "
+                   "stream order makes it start after that ends");
+  }
+  SUBCASE("3. a split in place not ordered after a holder of the whole tensor") {
+    // The swap-in holding a1 ends at 300, the split starts at 1000.
+    const problem p = chain::make();
+    expect_invalid(p, test::broken::split_unordered(p),
+                   "action 6 (swap_out 'a1') splits tensor 'a1' in place while action 3 (swap_in 'a1') holds it, but "
+                   "no wait or stream order makes it start after that ends");
+  }
+  SUBCASE("4. an update recomputed (applied twice), though marked recomputable") {
+    problem p = test::sgd::make();
+    p.recomputable[test::sgd::u] = 1;
+    expect_invalid(p, test::broken::update_recomputed(p),
+                   "action 3 (recompute 'u'): op 'u' is an update, which writes its state in place; it is never "
+                   "recomputed");
+  }
+  SUBCASE("5. an op marked not recomputable, recomputed") {
+    problem p = chain::make();
+    p.recomputable[static_cast<std::size_t>(chain::f1)] = 0;
+    expect_invalid(p, chain::recompute_a1(p, 1000), "action 5 (recompute 'f1'): op 'f1' is not recomputable");
+  }
+  SUBCASE("6. an op without split dimensions, split") {
+    const problem p = test::with_split_dims(chain::make(), chain::f2, {});
+    expect_invalid(p, chain::split_f2(p, 2, false),
+                   "action 1 (compute 'f2'): splits op 'f2' into 2 parts along dimension 0 (the batch), which is not "
+                   "one of its split dimensions");
+    expect_invalid(p, chain::split_f2(p, 2, true), "action 1 (compute 'f2'): splits op 'f2' into 2 parts");
+  }
+  SUBCASE("6. an op split into more parts than the batch has samples") {
+    // x has shape {2}: the batch is 2 samples, so 4 micro-batches would be empty.
+    const problem p = chain::make(2);
+    CHECK(simulate(p, chain::split_f2(p, 2, true), dev, 1000).feasible);
+    expect_invalid(p, chain::split_f2(p, 4, false),
+                   "action 1 (compute 'f2'): splits op 'f2' into 4 parts, more than the batch's 2 samples");
+    expect_invalid(p, chain::split_f2(p, 4, true),
+                   "action 1 (compute 'f2'): splits op 'f2' into 4 parts, more than the batch's 2 samples");
+  }
+  SUBCASE("7. a parameter left off the device at the end, not offloaded") {
+    const problem p = residual::make();
+    expect_invalid(p, test::broken::state_left_off_device(p),
+                   "parameter 'w1' is not on the device at the end of the iteration, and offloaded_state does not "
+                   "list it: action 1 (swap_out 'w1') released it and nothing brought it back");
+  }
 }
 
 TEST_CASE("a simulator object gives the same answers when reused") {
@@ -438,7 +525,24 @@ TEST_CASE("offloaded state: in host memory at the start and the end, saved after
   REQUIRE(early.actions[static_cast<std::size_t>(last)].kind == action_kind::swap_out);
   early.waits.erase(early.waits.begin() + early.wait_begin[static_cast<std::size_t>(last)]);
   for (std::size_t a = static_cast<std::size_t>(last) + 1; a < early.wait_begin.size(); ++a) --early.wait_begin[a];
-  CHECK(invalid(early).find("its update, action 4 (compute 'u'), is not saved") != std::string::npos);
+  // (The walk's end-of-iteration check says "its update, action 4 (compute
+  // 'u'), is not saved"; the order check finds the race first.)
+  CHECK(invalid(early).find("action 5 (swap_out 'w') needs tensor 'w' from action 4 (compute 'u'), but no wait") !=
+        std::string::npos);
+  // Saved after u only by stream order (behind m's swap_out, which waits on
+  // u): plan.hpp asks the last swap_out of offloaded state to wait on it.
+  plan_builder chained_b(p, "chained", 1000);
+  chained_b.offload(w);
+  chained_b.offload(m);
+  chained_b.swap_in(w);
+  chained_b.swap_in(m);
+  for (index_t s = 0; s < 3; ++s) chained_b.compute(s);
+  chained_b.swap_out(m);
+  const index_t save_w = chained_b.swap_out(w);
+  plan chained = std::move(chained_b).finish();
+  REQUIRE(chained.waits_of(static_cast<std::size_t>(save_w)).size() == 1);
+  test::drop_wait(chained, save_w, 0);
+  CHECK(invalid(chained).find("its update, action 4 (compute 'u'), is not saved") != std::string::npos);
   // Not offloaded, w saved before u and dropped after it: u's write is lost.
   plan_builder stale_b(p, "stale", 1000);
   stale_b.compute(0);

@@ -124,28 +124,79 @@ TEST_CASE("a plan both invalid and over budget is an invalid plan") {
   CHECK(simulate(p, pl, dev, 9).kind == failure_kind::invalid_plan);
 }
 
-TEST_CASE("a swap-in ordered after its swap-out only by luck of timing") {
-  // The swap-in waits on f3 but not on the swap-out. The swap-out ends at
-  // 200 and f3 at 700, so the copy is complete in time — but nothing
-  // guarantees it. The simulator, which only times the plan, accepts it.
-  const problem p = chain::make();
-  plan pl = chain::swap_a1(p, chain::f3, 1000);
-  // Action 5 (swap_in) waits on {3 (f3), 2 (swap_out)}: drop the last.
-  const auto first = static_cast<std::size_t>(pl.wait_begin[5]);
-  REQUIRE(pl.waits[first + 1] == 2);
-  pl.waits.erase(pl.waits.begin() + static_cast<std::ptrdiff_t>(first) + 1);
-  for (std::size_t a = 6; a < pl.wait_begin.size(); ++a) --pl.wait_begin[a];
-  CHECK(simulate(p, pl, dev, 1000).feasible);
-  expect_rejected(p, pl, 1000, "action 5 (swap_in 'a1'): not ordered after the end of action 2 (swap_out 'a1')");
-}
-
-TEST_CASE("a read not ordered after the swap-in that makes it") {
-  const problem p = chain::make();
-  plan pl = chain::swap_a1(p, chain::f3, 1000);
-  pl.waits.pop_back();  // b2's wait on the swap-in
-  pl.wait_begin.back() -= 1;
-  expect_rejected(p, pl, 1000,
-                  "action 6 (compute 'b2') uses tensor 'a1' made by action 5 (swap_in 'a1'), but no wait");
+TEST_CASE("one verdict: plans whose timing hides a broken rule are invalid (issue 22)") {
+  // The plans of sim_fixtures.hpp's `broken`; test_sim.cpp checks that the
+  // simulator rejects each of them too.
+  SUBCASE("1. an update lost: freed with only the host copy saved before it") {
+    const problem p = test::sgd::make();
+    expect_rejected(p, test::broken::update_lost(p), 1000,
+                    "action 5 (free 'w'): loses the update of parameter 'w' by action 4 (compute 'u'), which no later "
+                    "swap_out saved");
+  }
+  SUBCASE("1. an update lost: the swap_out saving it not ordered after it") {
+    const problem p = test::sgd::make();
+    expect_rejected(p, test::broken::update_raced(p), 1000,
+                    "action 3 (swap_out 'w') uses tensor 'w' made by action 2 (compute 'u'), but no wait or stream "
+                    "order makes it start after that ends");
+  }
+  SUBCASE("2. a parameter freed with no host copy") {
+    const problem p = residual::make();
+    expect_rejected(p, test::broken::parameter_lost(p), 1000,
+                    "action 1 (free 'w1'): loses parameter 'w1', which has no host copy");
+  }
+  SUBCASE("3. a read not ordered after the swap-in that makes it") {
+    const problem p = chain::make();
+    expect_rejected(p, test::broken::read_unordered(p), 1000,
+                    "action 6 (compute 'b2') uses tensor 'a1' made by action 5 (swap_in 'a1'), but no wait");
+  }
+  SUBCASE("3. a swap-in not ordered after its swap-out") {
+    // The swap-out ends at 500 and f3, which the swap-in waits on, at 700.
+    const problem p = chain::make();
+    expect_rejected(p, test::broken::swap_in_unordered(p), 1000,
+                    "action 5 (swap_in 'a1'): not ordered after the end of action 2 (swap_out 'a1')");
+  }
+  SUBCASE("3. a split in place not ordered after a holder of the whole tensor") {
+    const problem p = chain::make();
+    expect_rejected(p, test::broken::split_unordered(p), 1000,
+                    "action 6 (swap_out 'a1') splits tensor 'a1' in place, but action 3 (swap_in 'a1') that holds "
+                    "it is not ordered before it");
+  }
+  SUBCASE("4. an update recomputed (applied twice), though marked recomputable") {
+    problem p = test::sgd::make();
+    p.recomputable[test::sgd::u] = 1;
+    const validation v = validate(p, test::broken::update_recomputed(p), dev, 1000);
+    CHECK(v.kind == failure_kind::invalid_plan);
+    REQUIRE(v.errors.size() == 1);
+    CHECK(v.errors[0] ==
+          "action 3 (recompute 'u'): op 'u' is an update, which writes its state in place; it is never recomputed");
+  }
+  SUBCASE("5. an op marked not recomputable, recomputed") {
+    problem p = chain::make();
+    p.recomputable[static_cast<std::size_t>(chain::f1)] = 0;
+    expect_rejected(p, chain::recompute_a1(p, 1000), 1000, "action 5 (recompute 'f1'): op 'f1' is not recomputable");
+  }
+  SUBCASE("6. an op without split dimensions, split") {
+    const problem p = test::with_split_dims(chain::make(), chain::f2, {});
+    expect_rejected(p, chain::split_f2(p, 2, false), 1000,
+                    "action 1 (compute 'f2'): splits op 'f2' into 2 parts along dimension 0 (the batch), which is "
+                    "not one of its split dimensions");
+  }
+  SUBCASE("6. an op split into more parts than the batch has samples") {
+    // x has shape {2}: the batch is 2 samples, so 4 micro-batches would be empty.
+    const problem p = chain::make(2);
+    CHECK(p.batch == 2);
+    CHECK(validate(p, chain::split_f2(p, 2, true), dev, 1000).ok);
+    expect_rejected(p, chain::split_f2(p, 4, false), 1000,
+                    "action 1 (compute 'f2'): splits op 'f2' into 4 parts, more than the batch's 2 samples");
+    expect_rejected(p, chain::split_f2(p, 4, true), 1000,
+                    "action 4 (compute 'f2'): splits op 'f2' into 4 parts, more than the batch's 2 samples");
+  }
+  SUBCASE("7. a parameter left off the device at the end, not offloaded") {
+    const problem p = residual::make();
+    expect_rejected(p, test::broken::state_left_off_device(p), 1000,
+                    "parameter 'w1' is off the device at the end of the iteration (action 1 (swap_out 'w1') released "
+                    "it), but offloaded_state does not list it");
+  }
 }
 
 TEST_CASE("lost parameter and parameter gradient") {
@@ -157,11 +208,12 @@ TEST_CASE("lost parameter and parameter gradient") {
     for (index_t s = 1; s < 6; ++s) b.compute(s);
     expect_rejected(p, std::move(b).finish(), 1000, "action 1 (free 'w1'): loses parameter 'w1'");
   }
-  SUBCASE("a parameter swapped out is not lost") {
+  SUBCASE("a parameter swapped out, and back in by the end, is not lost") {
     plan_builder b(p, "ok", 1000);
     b.compute(0);
     b.swap_out(residual::w1);
     for (index_t s = 1; s < 6; ++s) b.compute(s);
+    b.swap_in(residual::w1);
     CHECK(validate(p, std::move(b).finish(), dev, 1000).ok);
   }
 }
@@ -221,51 +273,22 @@ TEST_CASE("only recomputable ops that are not updates are recomputed") {
   }
 }
 
-namespace {
-
-/// `p` with step s's split dimensions replaced by `dims`.
-problem with_split_dims(problem p, index_t s, const std::vector<int>& dims) {
-  std::vector<int> list;
-  std::vector<index_t> begin{0};
-  for (index_t k = 0; k < static_cast<index_t>(p.num_steps()); ++k) {
-    const auto own = p.split_dims(k);
-    if (k == s) list.insert(list.end(), dims.begin(), dims.end());
-    else list.insert(list.end(), own.begin(), own.end());
-    begin.push_back(static_cast<index_t>(list.size()));
-  }
-  p.split_dim_list = std::move(list);
-  p.split_begin = std::move(begin);
-  return p;
-}
-
-/// The chain with f2 split in `parts`: one action, or micro-ops 0 .. parts-1.
-plan split_f2(const problem& p, index_t parts, bool micro_ops) {
-  plan_builder b(p, "split-f2", 400);
-  b.compute(chain::f1);
-  if (!micro_ops) b.compute(chain::f2, parts);
-  for (index_t k = 0; micro_ops && k < parts; ++k) b.compute(chain::f2, parts, k);
-  for (const index_t s : {chain::f3, chain::b3, chain::b2}) b.compute(s);
-  return std::move(b).finish();
-}
-
-}  // namespace
-
 TEST_CASE("only ops with the batch (dimension 0) among their split dimensions are split") {
   // f2 (300 µs) in 2 parts: 2 * 150 + one 5 µs launch = 305 µs (cost/split.hpp),
   // so the chain takes 1105 µs; the peak stays b3's 400 B.
   const problem c = chain::make();
-  expect_accepted(c, split_f2(c, 2, false), 400, 400, 1105);
-  CHECK(validate(c, split_f2(c, 2, true), dev, 400).ok);
+  expect_accepted(c, chain::split_f2(c, 2, false), 400, 400, 1105);
+  CHECK(validate(c, chain::split_f2(c, 2, true), dev, 400).ok);
   const std::string message =
       "(compute 'f2'): splits op 'f2' into 2 parts along dimension 0 (the batch), which is not one of its split "
       "dimensions";
   for (const std::vector<int>& dims : {std::vector<int>{}, std::vector<int>{1}}) {
     INFO("split dimensions: ", dims.size() == 0 ? "none" : "{1}");
-    const problem p = with_split_dims(c, chain::f2, dims);
-    const validation whole = validate(p, split_f2(p, 2, false), dev, 400);
+    const problem p = test::with_split_dims(c, chain::f2, dims);
+    const validation whole = validate(p, chain::split_f2(p, 2, false), dev, 400);
     REQUIRE(whole.errors.size() == 1);
     CHECK(whole.errors[0] == "action 1 " + message);
-    const validation micro = validate(p, split_f2(p, 2, true), dev, 400);
+    const validation micro = validate(p, chain::split_f2(p, 2, true), dev, 400);
     REQUIRE(micro.errors.size() == 2);  // both micro-ops
     CHECK(micro.errors[0] == "action 1 " + message);
     CHECK(micro.errors[1] == "action 2 " + message);

@@ -10,7 +10,9 @@
 ///   and after every action in its wait list (always earlier in the list)
 ///   has ended. Nothing else orders actions on different streams.
 /// - `compute(s)` runs the op of step s; `recompute(s)` runs it again to
-///   bring back those of its outputs that are not on the device. Both read
+///   bring back those of its outputs that are not on the device, for an op
+///   marked recomputable that is not an update (an update writes its state
+///   in place: running it twice applies it twice). Both read
 ///   the op's inputs, which must be on the device (made by an earlier action
 ///   that has ended). They allocate the outputs they make and the op's
 ///   workspace when they start and free the workspace when they end.
@@ -18,7 +20,10 @@
 ///   copy; `swap_in(t)` allocates t when it starts and copies it back (h2d);
 ///   it must come after a swap_out of t has ended.
 /// - `free(t)` releases t's device copy without saving it (it will be
-///   recomputed or is dead).
+///   recomputed or is dead). A parameter or optimizer state is freed only
+///   where a host copy holds its latest update (a swap_out issued after the
+///   last update-phase compute that reads it, or offloaded state's host
+///   copy before any update): it is never lost.
 /// - A release (by swap_out or free) takes effect once every earlier-issued
 ///   action that reads or writes that copy has ended; a tensor whose last
 ///   reader in the whole list has ended is released automatically, unless
@@ -31,12 +36,20 @@
 ///   the start, so a `swap_in` without an earlier swap_out brings it in; and
 ///   it must end the iteration there: not on the device at the end, its
 ///   latest swap_out waiting on the last update-phase compute that reads it
-///   (an update writes the state it reads, in place).
+///   (an update writes the state it reads, in place). Every other parameter
+///   and optimizer state ends the iteration on the device, whole.
+/// - Only stream order and waits order actions: an action that reads a copy
+///   (or saves it, or splits it in place) must come after the action that
+///   made it or last wrote it (an update writes in place) through a chain of
+///   waits and stream order, and a swap_in after its swap_out — not merely
+///   start later in the simulated timing.
 /// - If an allocation does not fit the budget, the action waits for frees
 ///   of actions in flight; if none can come, the plan is out of memory.
 ///
 /// Split ops and micro-tensors (TSPLIT §V-A, Fig. 10). `parts` > 1 cuts an
-/// op into micro-ops along the outermost (batch) dimension:
+/// op into micro-ops along the outermost (batch) dimension, for an op with
+/// dimension 0 among its `split_dims`, into at most `problem::batch` parts
+/// where the problem knows the batch:
 /// - `compute(s, parts)` with `part` = no_index runs all micro-ops back to
 ///   back as one action: it takes `split_time_us` and needs one part's
 ///   workspace, ceil(workspace / parts); its tensors stay whole.

@@ -58,7 +58,8 @@ class plan_walk {
  public:
   /// Walks `pl` for `v`. \returns false, with `why()` naming the action and
   /// the rule, at the first action the rules reject, or at the end (a step
-  /// never computed, offloaded state left on the device or not saved).
+  /// never computed, offloaded state left on the device or not saved, other
+  /// persistent state left off it).
   template <class V>
   bool run(const problem& p, const plan& pl, V& v) {
     if (!start(p, pl, v)) return false;
@@ -140,11 +141,11 @@ class plan_walk {
   void offload(index_t t, V& v) {
     current_[static_cast<std::size_t>(t)] = no_index;
     saved_[static_cast<std::size_t>(t)] = v.initial_host(t);
-    if (last_swap_out_.empty()) last_swap_out_.assign(p_->num_tensors(), no_index);
   }
 
   /// After the last action: every step computed whole or by all its
-  /// micro-ops; offloaded state back in host memory with its update saved.
+  /// micro-ops; offloaded state back in host memory with its update saved;
+  /// the other parameters and optimizer state on the device.
   bool finish() {
     const problem& p = *p_;
     for (std::size_t s = 0; s < p.num_steps(); ++s) {
@@ -157,7 +158,7 @@ class plan_walk {
     for (const index_t t : pl_->offloaded_state) {
       if (!offloaded_saved(t)) return false;
     }
-    return true;
+    return state_on_device();
   }
 
  private:
@@ -166,7 +167,7 @@ class plan_walk {
     const std::size_t steps = p_->num_steps();
     current_.assign(tensors, no_index);
     saved_.assign(tensors, no_index);
-    last_swap_out_.assign(pl_->offloaded_state.empty() ? 0 : tensors, no_index);  // only offloaded state's is read
+    last_swap_out_.assign(tensors, no_index);
     last_update_.assign(tensors, no_index);
     computed_.assign(steps, 0);
     step_parts_.assign(steps, 1);
@@ -229,6 +230,23 @@ class plan_walk {
                                ", is not saved; the last swap_out of it must wait on that action"));
   }
 
+  /// DESIGN.md §5: persistent state not in offloaded_state ends the
+  /// iteration on the device, where the next one reads it.
+  bool state_on_device() {
+    const problem& p = *p_;
+    for (std::size_t t = 0; t < p.num_tensors(); ++t) {
+      const auto ti = static_cast<index_t>(t);
+      if (current_[t] != no_index || !p.persistent(ti) || std::ranges::binary_search(pl_->offloaded_state, ti)) continue;
+      const index_t by = last_release(static_cast<index_t>(pl_->actions.size()), ti);
+      return fail(detail::concat(to_string(p.kind[t]), " '", p.tensor_name[t], "' is not on the device at the end of ",
+                                 "the iteration, and offloaded_state does not list it: ",
+                                 by == no_index ? std::string("nothing made it") : describe(p, *pl_, by) + " released it",
+                                 " and nothing brought it back; the next iteration needs it (swap it back in, or "
+                                 "offload it)"));
+    }
+    return true;
+  }
+
   [[nodiscard]] std::span<index_t> micro(index_t t) {
     const auto ti = static_cast<std::size_t>(t);
     return {micro_copy_.data() + micro_at_[ti], static_cast<std::size_t>(micro_parts_[ti])};
@@ -257,16 +275,20 @@ class plan_walk {
     return detail::concat(": tensor '", p_->tensor_name[static_cast<std::size_t>(t)],
                           "' is on the device as micro-tensors; release or bring back each of them");
   }
+  /// The latest release (swap_out or free) of t before action `a`, or no_index.
+  [[nodiscard]] index_t last_release(index_t a, index_t t) const {
+    for (index_t by = a - 1; by >= 0; --by) {
+      const action& act = pl_->actions[static_cast<std::size_t>(by)];
+      if (act.tensor == t && (act.kind == action_kind::swap_out || act.kind == action_kind::free)) return by;
+    }
+    return no_index;
+  }
   /// ": tensor 'x' is not on the device; action 9 (free 'x') released it ..."
   /// for action `a`, which found t missing.
   [[nodiscard]] std::string not_on_device(index_t a, index_t t) const {
     const std::string& name = p_->tensor_name[static_cast<std::size_t>(t)];
-    index_t by = a - 1;  // the latest release of t before a
-    for (; by >= 0; --by) {
-      const action& act = pl_->actions[static_cast<std::size_t>(by)];
-      if (act.tensor == t && (act.kind == action_kind::swap_out || act.kind == action_kind::free)) break;
-    }
-    if (by >= 0) {
+    const index_t by = last_release(a, t);
+    if (by != no_index) {
       return detail::concat(": tensor '", name, "' is not on the device; ", describe(*p_, *pl_, by),
                             " released it and nothing brought it back");
     }
@@ -287,7 +309,7 @@ class plan_walk {
                                  ", but the problem has ", p.num_steps(), " steps"));
     }
     if (act.parts < 1) return fail_at(a, detail::concat(": parts must be at least 1, got ", act.parts));
-    if (!count_computed(a, act)) return false;
+    if (!count_computed(a, act) || !op_allowed(a, act)) return false;
     for (const index_t t : p.inputs(s)) {
       if (!read_input(a, act, t, v)) return false;
     }
@@ -324,6 +346,35 @@ class plan_walk {
     }
     step_parts_[si] = micro_op ? act.parts : 1;
     done = micro_op ? act.part + 1 : 1;
+    return true;
+  }
+
+  /// DESIGN.md §5: only recomputable ops that are not updates (an update
+  /// writes its state in place: twice would apply it twice) are
+  /// recomputed; only ops with the batch (dimension 0) among their split
+  /// dimensions are split, into at most the batch's samples.
+  bool op_allowed(index_t a, const action& act) {
+    const problem& p = *p_;
+    const auto si = static_cast<std::size_t>(act.step);
+    const std::string& op = p.op_name[si];
+    if (act.kind == action_kind::recompute && p.op_phase[si] == phase::update) {
+      return fail_at(a, detail::concat(": op '", op, "' is an update, which writes its state in place; it is never "
+                                       "recomputed"));
+    }
+    if (act.kind == action_kind::recompute && p.recomputable[si] == 0) {
+      return fail_at(a, detail::concat(": op '", op, "' is not recomputable"));
+    }
+    if (act.parts == 1) return true;
+    const auto dims = p.split_dims(act.step);
+    if (std::ranges::find(dims, 0) == dims.end()) {
+      return fail_at(a, detail::concat(": splits op '", op, "' into ", act.parts,
+                                       " parts along dimension 0 (the batch), which is not one of its split "
+                                       "dimensions"));
+    }
+    if (p.batch > 0 && act.parts > p.batch) {
+      return fail_at(a, detail::concat(": splits op '", op, "' into ", act.parts, " parts, more than the batch's ",
+                                       p.batch, " samples"));
+    }
     return true;
   }
 
@@ -424,13 +475,31 @@ class plan_walk {
       return fail_at(a, std::string(": releases a tensor that is not on the device") + not_on_device(a, t));
     }
     const bool saves = act.kind == action_kind::swap_out;
+    if (!saves && p_->persistent(t) && !host_copy_current(a, t)) return false;
     v.release(c, saves);
     c = no_index;
     if (saves) {
       saved_[ti] = v.save(t, bytes, 1, no_index);
-      if (!last_swap_out_.empty()) last_swap_out_[ti] = a;
+      last_swap_out_[ti] = a;
     }
     return true;
+  }
+
+  /// DESIGN.md §5: persistent state (parameters, optimizer state) is never
+  /// lost, so action `a` frees persistent t only where a host copy of it
+  /// holds its latest update.
+  bool host_copy_current(index_t a, index_t t) {
+    const auto ti = static_cast<std::size_t>(t);
+    const std::string_view kind = to_string(p_->kind[ti]);
+    const std::string& name = p_->tensor_name[ti];
+    if (saved_[ti] == no_index) {
+      return fail_at(a, detail::concat(": loses ", kind, " '", name,
+                                       "', which has no host copy (swap it out instead, or keep it)"));
+    }
+    const index_t update = last_update_[ti];
+    if (update == no_index || last_swap_out_[ti] > update) return true;
+    return fail_at(a, detail::concat(": loses the update of ", kind, " '", name, "' by ", describe(*p_, *pl_, update),
+                                     ", which no later swap_out saved"));
   }
 
   /// swap_in(t, parts, k): from the host copy of micro-tensor k, or of the whole tensor.

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <ranges>
 #include <span>
 #include <string>
 #include <vector>
@@ -21,6 +22,11 @@ namespace memplan {
 
 struct problem {
   std::string name;
+  /// Samples in the iteration: the leading dimension of the graph's `input`
+  /// tensors where their shapes are known (the smallest, if they differ);
+  /// 0 when unknown. A split op's micro-batches cut it (plan.hpp), so an op
+  /// is split into at most this many parts.
+  std::int64_t batch = 0;
 
   // Per step s (schedule position).
   std::vector<index_t> op;            ///< dense graph op index run at step s
@@ -109,6 +115,14 @@ struct problem {
 
 namespace detail {
 
+/// An input tensor of `shape` (outermost first; empty: unknown) bounds the batch.
+template <class Shape>
+void note_batch(problem& p, tensor_kind kind, const Shape& shape) {
+  if (kind != tensor_kind::input || std::ranges::empty(shape)) return;
+  const auto leading = static_cast<std::int64_t>(*std::ranges::begin(shape));
+  p.batch = p.batch == 0 ? leading : std::min(p.batch, leading);
+}
+
 /// compile's first phase: every tensor's id, name, bytes and kind.
 /// \returns the bytes of all tensors together.
 template <training_graph G>
@@ -133,6 +147,7 @@ bytes_t compile_tensors(const G& g, problem& p) {
     p.tensor_name[i] = tensor_name(g, t);
     p.bytes[i] = tensor_bytes(g, t);
     p.kind[i] = tensor_kind_of(g, t);
+    note_batch(p, p.kind[i], tensor_shape(g, t));
     MEMPLAN_EXPECTS(p.bytes[i] >= 0, invalid_graph, "tensor '", p.tensor_name[i], "': bytes must be non-negative, got ",
                     p.bytes[i]);
     MEMPLAN_EXPECTS(!__builtin_add_overflow(total, p.bytes[i], &total), invalid_graph,

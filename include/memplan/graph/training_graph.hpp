@@ -10,6 +10,7 @@
 
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <ranges>
 #include <span>
 #include <string>
@@ -114,6 +115,8 @@ std::string default_tensor_name(const G& g, const T& t) {
 }
 template <class G>
 std::size_t default_num_tensors(const G& g) { return static_cast<std::size_t>(std::ranges::distance(tensors(g))); }
+template <class G, class T>
+std::span<const std::int64_t> default_tensor_shape(const G&, const T&) { return {}; }
 
 MEMPLAN_DETAIL_OPTIONAL_QUERY(op_name);             ///< (g, v) -> string
 MEMPLAN_DETAIL_OPTIONAL_QUERY(op_type);             ///< (g, v) -> string ("conv2d", "relu", ...)
@@ -122,6 +125,7 @@ MEMPLAN_DETAIL_OPTIONAL_QUERY(op_recomputable);     ///< (g, v) -> bool
 MEMPLAN_DETAIL_OPTIONAL_QUERY(op_split_dims);       ///< (g, v) -> range of int
 MEMPLAN_DETAIL_OPTIONAL_QUERY(tensor_name);         ///< (g, t) -> string
 MEMPLAN_DETAIL_OPTIONAL_QUERY(num_tensors);         ///< (g) -> count
+MEMPLAN_DETAIL_OPTIONAL_QUERY(tensor_shape);        ///< (g, t) -> range of int64, outermost first; empty: unknown
 
 #undef MEMPLAN_DETAIL_OPTIONAL_QUERY
 #undef MEMPLAN_DETAIL_REQUIRED_QUERY
@@ -164,6 +168,7 @@ concept training_graph =
       { memplan::tensor_bytes(g, t) } -> std::convertible_to<bytes_t>;
       { memplan::tensor_kind_of(g, t) } -> std::convertible_to<tensor_kind>;
       { memplan::tensor_name(g, t) } -> std::convertible_to<std::string>;
+      { memplan::tensor_shape(g, t) } -> std::ranges::input_range;
     };
 
 /// memplan::graph answers every query from its own vectors.
@@ -182,6 +187,7 @@ struct training_graph_traits<graph> {
   static bytes_t tensor_bytes(const graph& g, index_t t) { return g.tensor(t).bytes; }
   static tensor_kind tensor_kind_of(const graph& g, index_t t) { return g.tensor(t).kind; }
   static const std::string& tensor_name(const graph& g, index_t t) { return g.tensor(t).name; }
+  static const std::vector<std::int64_t>& tensor_shape(const graph& g, index_t t) { return g.tensor(t).shape; }
 };
 
 static_assert(training_graph<graph>);

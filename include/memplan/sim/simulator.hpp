@@ -9,7 +9,10 @@
 ///    tensor each action reads, makes or releases, what it allocates, and how many
 ///    actions hold each copy. Plan errors that do not depend on timing
 ///    (reading a tensor that is not on the device, a double release, ...)
-///    are found here.
+///    are found here, and so is a use of a copy that the plan's stream order
+///    and waits do not guarantee to come after the action it needs (a
+///    happens-before check with a vector clock per action): a timing that
+///    happens to cover it is a race on a device.
 /// 2. `execute`, a discrete-event run of the three streams. A copy is freed
 ///    when the last of its holders to end ends; that holder carries the free.
 ///    At each instant, frees due are applied first, then the lowest-indexed
@@ -29,6 +32,7 @@
 /// `validator.hpp` checks the same rules with independent, naive code.
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -222,6 +226,7 @@ class simulator {
     c.creator = creator;
     c.tensor = t;
     c.pending = 0;
+    holders_[copy_count_] = {no_index, no_index, no_index};
     return static_cast<index_t>(copy_count_++);
   }
   /// Room for `touches` more touches and `copies` more copies: the loop of
@@ -233,6 +238,7 @@ class simulator {
   void grow(std::size_t touches, std::size_t copies) {
     touches_.resize(std::max(touches_.size(), 2 * (touch_count_ + touches)));
     copies_.resize(std::max(copies_.size(), 2 * (copy_count_ + copies)));
+    holders_.resize(copies_.size());
   }
   /// Action being resolved holds copy c; `reads` says the copy's maker or
   /// latest writer so far (in issue order) must have ended first.
@@ -258,8 +264,11 @@ class simulator {
     initial_bytes_ = 0;
     unbounded_ = true;
     compute_busy_us_ = 0;
+    clocks_.resize(n);
     resolver v{*this, p, pl, dev, r};
-    if (!walk_.run(p, pl, v)) return fail(walk_.why(), r);
+    const bool walked = walk_.run(p, pl, v);
+    if (!v.unordered.empty()) return fail(std::move(v.unordered), r);  // at an action before any the walk rejects
+    if (!walked) return fail(walk_.why(), r);
     info_[n].touch_begin = static_cast<index_t>(touch_count_);
     unbounded_time_us_ = std::max({v.stream_end[0], v.stream_end[1], v.stream_end[2]});
     // The copies still on the device at the end die once their last holder
@@ -296,6 +305,7 @@ class simulator {
     index_t splits = no_index;
     index_t split_creator = no_index;
     index_t touch_begin = 0;
+    std::string unordered{};  ///< the first use not guaranteed to come after what it needs (see `order`)
 
     index_t initial_copy(index_t t) {
       const bytes_t b = p.bytes[static_cast<std::size_t>(t)];
@@ -314,9 +324,57 @@ class simulator {
       workspace_bytes = 0;
       source = no_index;
       splits = no_index;
-      start = stream_end[static_cast<std::size_t>(stream_of(pl.actions[static_cast<std::size_t>(a)].kind))];
+      const stream_kind stream = stream_of(pl.actions[static_cast<std::size_t>(a)].kind);
+      start = stream_end[static_cast<std::size_t>(stream)];
       for (const index_t w : pl.waits_of(static_cast<std::size_t>(a))) {
         start = std::max(start, s.end_[static_cast<std::size_t>(w)]);
+      }
+      order(stream);
+    }
+    /// Happens-before (plan.hpp: only stream order and waits order actions
+    /// on different streams): a's clock holds, per stream, the latest action
+    /// of that stream guaranteed to have ended before a starts — the clocks
+    /// of its stream's previous action and of its waits, and those actions.
+    void order(stream_kind stream) {
+      clock c{no_index, no_index, no_index};
+      const auto join = [&](index_t b) {
+        const clock& seen = s.clocks_[static_cast<std::size_t>(b)];
+        for (std::size_t k = 0; k < stream_count; ++k) c[k] = std::max(c[k], seen[k]);
+        index_t& own = c[static_cast<std::size_t>(s.info_[static_cast<std::size_t>(b)].stream)];
+        own = std::max(own, b);
+      };
+      if (const index_t before = last[static_cast<std::size_t>(stream)]; before != no_index) join(before);
+      for (const index_t w : pl.waits_of(static_cast<std::size_t>(a))) join(w);
+      s.clocks_[static_cast<std::size_t>(a)] = c;
+    }
+    /// Action m is guaranteed to have ended before the action being read starts.
+    [[nodiscard]] bool ordered(index_t m) const {
+      const auto stream = static_cast<std::size_t>(s.info_[static_cast<std::size_t>(m)].stream);
+      return s.clocks_[static_cast<std::size_t>(a)][stream] >= m;
+    }
+    /// Records the first action that may start before `m`, which it needs
+    /// (a timing that happens to cover it is a race on a device).
+    void unordered_use(index_t m, std::string_view what, index_t tensor) {
+      if (!unordered.empty()) return;
+      unordered = detail::concat(plan_walk::describe(p, pl, a), " ", what, " tensor '",
+                                 p.tensor_name[static_cast<std::size_t>(tensor)], "' ",
+                                 what == "splits" ? "in place while " : "from ", plan_walk::describe(p, pl, m),
+                                 what == "splits" ? " holds it" : "",
+                                 ", but no wait or stream order makes it start after that ends: a wait is missing");
+    }
+    /// What action a touched must have ended first (the copies' makers or
+    /// last writers, a swap-in's swap-out); a is now a holder of those copies.
+    void check_order() {
+      if (source != no_index && !ordered(source)) {
+        unordered_use(source, "copies back", pl.actions[static_cast<std::size_t>(a)].tensor);
+      }
+      const auto stream = static_cast<std::size_t>(stream_of(pl.actions[static_cast<std::size_t>(a)].kind));
+      for (std::size_t k = static_cast<std::size_t>(touch_begin); k < s.touch_count_; ++k) {
+        const touch_info& t = s.touches_[k];
+        if (t.after != no_index && t.after != a && !ordered(t.after)) {
+          unordered_use(t.after, "needs", s.copies_[static_cast<std::size_t>(t.copy)].tensor);
+        }
+        s.holders_[static_cast<std::size_t>(t.copy)][stream] = a;
       }
     }
     void begin_access(index_t, bytes_t, bytes_t, bool) {}
@@ -335,7 +393,9 @@ class simulator {
       alloc += b;
       return c;
     }
-    void update(index_t) {}  // the walk keeps the last update of offloaded state
+    void update(index_t c) {  // it writes c in place: a later swap_out must come after it
+      s.copies_[static_cast<std::size_t>(c)].creator = a;
+    }
     void workspace(bytes_t b) {
       workspace_bytes = b;
       alloc += b;
@@ -347,6 +407,11 @@ class simulator {
       return make(t, b, 1, no_index);
     }
     void split(index_t whole) {
+      for (const index_t h : s.holders_[static_cast<std::size_t>(whole)]) {
+        if (h != no_index && !ordered(h)) {
+          unordered_use(h, "splits", s.copies_[static_cast<std::size_t>(whole)].tensor);
+        }
+      }
       const index_t parts = pl.actions[static_cast<std::size_t>(a)].parts;
       s.make_room(static_cast<std::size_t>(parts) + 1, static_cast<std::size_t>(parts));
       s.touch(whole, false);
@@ -377,6 +442,7 @@ class simulator {
       const auto n = static_cast<index_t>(pl.actions.size());
       s.info_[static_cast<std::size_t>(a)] = {duration, alloc,  workspace_bytes, workspace_bytes, source,
                                               touch_begin, n, splits, stream};
+      check_order();
       const double end = start + duration;
       // Reading a copy (or a host copy) before its maker ends is invalid;
       // `execute` finds and reports it at the time it happens.
@@ -723,6 +789,12 @@ class simulator {
   index_t first_[stream_count] = {};  ///< per stream, its first action
   std::vector<copy_info> copies_;
   std::size_t copy_count_ = 0;  ///< used part of `copies_`
+  /// Pass 1's happens-before: per action, the latest action of each stream
+  /// guaranteed to have ended before it starts (`resolver::order`); per
+  /// copy, its latest holder on each stream so far.
+  using clock = std::array<index_t, stream_count>;
+  std::vector<clock> clocks_;
+  std::vector<clock> holders_;
   plan_walk walk_;  ///< pass 1
   bytes_t initial_bytes_ = 0;
 };

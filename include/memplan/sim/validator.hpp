@@ -8,11 +8,14 @@
 ///
 /// It enforces the contract of plan.hpp more strictly than the simulator:
 /// a read of a copy, and a swap-in of a host copy, must be *guaranteed* to
-/// come after the action that made it — by the order of one stream or a
-/// chain of waits — not merely happen to in the simulated timing — and
-/// only recomputable non-update ops may be recomputed, only ops with the
-/// batch among their split dimensions split. On plans it accepts, its peak
-/// and time equal the simulator's.
+/// come after the action that made it (or an update that wrote it in
+/// place) — by the order of one stream or a chain of waits — not merely
+/// happen to in the simulated timing; only recomputable non-update ops may
+/// be recomputed, only ops with the batch among their split dimensions
+/// split, into at most the batch's samples (where the problem knows it);
+/// parameters and optimizer state are never lost and end the iteration on
+/// the device unless offloaded. The simulator checks the same rules (one
+/// verdict); on plans it accepts, its peak and time equal the simulator's.
 ///
 /// It reads a plan in three phases: the action list's shape (`shape_check`),
 /// then a walk in issue order that derives every device buffer (what each
@@ -262,6 +265,7 @@ struct checker : reading {
     for (index_t a = 0; a < n; ++a) walk(a);
     check_every_step_computed();
     check_offloaded_at_end();
+    check_state_on_device_at_end();
     mark_dead_at_end();
   }
 
@@ -392,14 +396,22 @@ struct checker : reading {
       error(concat(name(a), ": splits op '", at(p.op_name, act.step), "' into ", act.parts,
                    " parts along dimension 0 (the batch), which is not one of its split dimensions"));
     }
+    // A micro-batch holds at least one sample, where the problem knows the batch.
+    if (act.parts > 1 && p.batch > 0 && act.parts > p.batch) {
+      error(concat(name(a), ": splits op '", at(p.op_name, act.step), "' into ", act.parts, " parts, more than the batch's ",
+                   p.batch, " samples"));
+    }
   }
 
   // plan.hpp: an op's inputs are on the device when it starts: whole, its micro-tensor, or all micro-tensors.
   void read_input(index_t a, index_t t) {
     const action& act = at(pl.actions, a);
-    if (at(p.op_phase, act.step) == phase::update) at(last_update, t) = a;
+    const bool update = at(p.op_phase, act.step) == phase::update;
+    if (update) at(last_update, t) = a;
     if (at(on_device, t) >= 0) {
       hold(a, t, at(on_device, t));
+      // An update writes the state it reads in place: a later use (a swap_out saving it) must come after it.
+      if (update && is_persistent(at(p.kind, t))) at(buffers, at(on_device, t)).writer = a;
       return;
     }
     std::vector<index_t> parts_read;
@@ -663,6 +675,16 @@ struct checker : reading {
         error(concat("offloaded state '", at(p.tensor_name, t), "': its last host copy does not wait on its update, ",
                      name(u)));
       }
+    }
+  }
+
+  // DESIGN.md §5: parameters and optimizer state not offloaded end the iteration on the device, for the next one.
+  void check_state_on_device_at_end() {
+    for (index_t t = 0; t < tensors; ++t) {
+      if (!is_persistent(at(p.kind, t)) || at(offloaded, t) || at(on_device, t) >= 0) continue;
+      error(concat(to_string(at(p.kind, t)), " '", at(p.tensor_name, t), "' is off the device at the end of the ",
+                   "iteration", at(released, t) != no_index ? " (" + name(at(released, t)) + " released it)" : "",
+                   ", but offloaded_state does not list it"));
     }
   }
 
