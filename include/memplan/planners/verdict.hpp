@@ -47,13 +47,13 @@ inline void judge(const problem& p, plan& pl, const device_spec& dev) {
 }
 
 /// How often `with_layout` plans again for a tighter target.
-inline constexpr int layout_retries = 3;
+inline constexpr int layout_retries = 5;
 
 /// A planner's plan for `budget` with its memory layout (DESIGN.md §6: the
 /// budget is the arena). `plan_for(target)` plans for a live-bytes target;
 /// where the layout of a feasible plan overflows the budget, planning runs
-/// again with the target lowered by the overflow, up to `layout_retries`
-/// times; a plan whose layout still does not fit is infeasible
+/// again with the target below that plan's live peak by the overflow
+/// (doubled on each try), up to `layout_retries` times; a plan whose layout still does not fit is infeasible
 /// (out_of_memory), its best peak the arena it needs.
 template <class PlanFor>
 plan with_layout(PlanFor plan_for, const problem& p, const device_spec& dev, bytes_t budget) {
@@ -65,8 +65,11 @@ plan with_layout(PlanFor plan_for, const problem& p, const device_spec& dev, byt
     const report r = assign_layout(p, pl, dev);
     if (r.feasible && pl.arena_bytes <= budget) return pl;
     const bytes_t need = r.feasible ? pl.arena_bytes : r.peak_bytes;
-    const bytes_t cut = (need - budget + dev.alignment - 1) / dev.alignment * dev.alignment;
-    if (tries == layout_retries || !r.feasible || cut >= target) {
+    // The next target: below this plan's live peak by the overflow, doubled
+    // on each try (a plan under the old target may still overflow by as much).
+    const bytes_t overflow = ((need - budget + dev.alignment - 1) / dev.alignment * dev.alignment) << tries;
+    const bytes_t next = std::min(target, r.peak_bytes) - overflow;
+    if (tries == layout_retries || !r.feasible || next <= 0) {
       pl.offsets.clear();
       pl.feasible = false;
       pl.kind = r.feasible ? failure_kind::out_of_memory : r.kind;
@@ -78,7 +81,7 @@ plan with_layout(PlanFor plan_for, const problem& p, const device_spec& dev, byt
       pl.arena_bytes = 0;
       return pl;
     }
-    target -= cut;
+    target = next;
     plan tighter = plan_for(target);
     if (!tighter.feasible) {  // keep the overflowing plan's verdict
       tries = layout_retries - 1;
