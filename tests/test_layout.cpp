@@ -246,7 +246,7 @@ TEST_CASE("best fit around a few large allocations placed greedy by size: no con
   }
   // Once moved above the pieces that begin in its life, a block must clear
   // those just above the hole's limit too (a bug this trace found).
-  check_greedy_then_best_fit(random_trace(700, 324 * 7919), 30, 1);
+  check_greedy_then_best_fit(random_trace(700, std::uint64_t{324} * 7919), 30, 1);
 }
 
 TEST_CASE("bad input names the allocation and the numbers") {

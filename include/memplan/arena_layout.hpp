@@ -695,7 +695,8 @@ struct candidates {
 /// @throws invalid_argument naming the allocation (or segment) and the numbers:
 ///         alignment not a positive power of two, a negative begin or byte count,
 ///         end < begin, segments outside the list or not adding up to the
-///         allocation's bytes and end, footprints adding up past 2^63 - 1
+///         allocation's bytes and end, footprints adding up past 2^63 - 1;
+///         std::logic_error only for a bug here (bytes placed twice), never silently
 [[nodiscard]] inline arena_layout place(std::span<const lifetime> allocations, std::span<const segment> segments,
                                         bytes_t alignment) {
   namespace p = detail::placement;
