@@ -6,22 +6,32 @@
 // activation gradients live for one layer, parameter gradients until the
 // update. With `split`, a third of the saved activations are split in place
 // into 4 micro-tensors released one by one (TSPLIT §V-A). The zoo's models
-// give the arena/peak ratio on their tensors' lifetimes with no planner.
+// give the arena/peak ratio on their tensors' lifetimes with no planner;
+// --table lays out the device buffers of the zoo's plans (runtime::layout_of:
+// what the executor allocates, in issue order) under 60 %, 40 % and 30 % of
+// the unplanned peak, the table of docs/results.md.
 //
 //   build/default/bench/bench_layout --benchmark_counters_tabular=true
+//   build/default/bench/bench_layout --table
 #include <benchmark/benchmark.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <random>
+#include <string>
 #include <string_view>
 #include <vector>
 
 #include "memplan/arena_layout.hpp"
 #include "memplan/cost/devices.hpp"
 #include "memplan/model/zoo.hpp"
+#include "memplan/planners/registry.hpp"
 #include "memplan/problem.hpp"
+#include "memplan/runtime/layout.hpp"
 
 namespace {
 
@@ -139,9 +149,9 @@ void report(benchmark::State& state, const trace& t, const arena_layout& l) {
   state.counters["peak_MiB"] = static_cast<double>(l.peak_live_bytes) / (1 << 20);
 }
 
-// Args: layers, iterations, split. 440 layers x 30 iterations: 101,150
-// allocations (about 1,800 parameters and states and up to 1,000
-// activations live at once); 2,000 x 6: 99,296, up to 4,600 activations.
+// Args: layers, iterations, split. 440 layers x 41 iterations: 100,201
+// allocations, 1,760 never freed (parameters and Adam's moments) and up to
+// 885 others live at once; 2,000 x 8: 96,904, 8,000 and up to 4,005.
 void bm_place_training(benchmark::State& state) {
   const trace t =
       training_trace(static_cast<int>(state.range(0)), static_cast<int>(state.range(1)), state.range(2) != 0);
@@ -191,6 +201,87 @@ BENCHMARK_CAPTURE(bm_place_zoo, densenet121, "densenet121", 64)->Unit(benchmark:
 BENCHMARK_CAPTURE(bm_place_zoo, inception_v3, "inception_v3", 64)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(bm_place_zoo, bert_base, "bert-base", 8)->Unit(benchmark::kMillisecond);
 
+// ---- --table ---------------------------------------------------------------------------
+
+/// The device buffers of plan `pl` as lifetimes: action a issues at 2a + 1
+/// (the tensors loaded at time 0 at 0), a buffer it releases goes at
+/// 2a + 2; a buffer split in place is one allocation whose segments are its
+/// micro-tensors, each ending with its own release.
+trace plan_trace(const problem& p, const plan& pl) {
+  const runtime::layout l = runtime::layout_of(p, pl);
+  const auto made = [&](index_t a) { return a == l.load ? 0 : 2 * a + 1; };
+  std::vector<char> at_load(l.device.size(), 0);
+  for (const index_t b : l.released_at_load) at_load[static_cast<std::size_t>(b)] = 1;
+  const auto end_of = [&](std::size_t b, index_t begin) {
+    const runtime::buffer& x = l.device[b];
+    if (x.release == no_index) return at_load[b] != 0 ? begin : never_freed;
+    return 2 * x.release + 2;
+  };
+  trace t;
+  for (std::size_t b = 0; b < l.device.size(); ++b) {
+    const runtime::buffer& x = l.device[b];
+    if (x.whole != no_index) continue;  // a segment of its whole buffer
+    lifetime a{.begin = made(x.maker), .end = 0, .bytes = x.bytes};
+    if (x.split_into == no_index) {
+      a.end = end_of(b, a.begin);
+    } else {
+      a.first_segment = static_cast<index_t>(t.segments.size());
+      a.segments = x.parts;
+      for (index_t k = 0; k < x.parts; ++k) {
+        const auto part = static_cast<std::size_t>(x.split_into + k);
+        t.segments.push_back({micro_bytes(x.bytes, x.parts, k), end_of(part, a.begin)});
+        a.end = std::max(a.end, t.segments.back().end);
+      }
+    }
+    t.allocations.push_back(a);
+  }
+  return t;
+}
+
+/// One row: the layout of `t` and how long it took.
+void print_row(const std::string& what, const trace& t) {
+  const auto start = std::chrono::steady_clock::now();
+  const arena_layout l = place(t.allocations, t.segments, 256);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  std::size_t split = 0;
+  for (const lifetime& a : t.allocations) split += a.segments > 0 ? 1 : 0;
+  std::printf("| %s | %zu | %zu | %.1f | %.4f | %.1f |\n", what.c_str(), t.allocations.size(), split,
+              static_cast<double>(l.peak_live_bytes) / (1 << 20),
+              static_cast<double>(l.arena_bytes) / static_cast<double>(l.peak_live_bytes), ms);
+}
+
+void print_table() {
+  std::printf("| model / planner / budget | allocations | split | peak MiB | arena / peak | ms |\n");
+  std::printf("|---|---:|---:|---:|---:|---:|\n");
+  const device_spec& dev = find_device("titan-rtx");
+  for (const std::string_view name : {"vgg16", "resnet50", "inception_v3", "densenet121", "bert-base", "gpt2"}) {
+    model::options o;
+    o.batch = model::detail::is_sequence_model(name) ? 8 : 32;
+    const problem p = compile(model::build(name, o, dev));
+    print_row(std::string(name) + " / none", zoo_trace(name, o.batch));
+    for (const int percent : {60, 40, 30}) {
+      for (const std::string_view planner : {"capuchin", "tsplit", "dtr", "checkpoint"}) {
+        const plan pl = find_planner(planner).run(p, dev, p.baseline_peak() * percent / 100, planner_options{});
+        if (!pl.feasible) continue;
+        print_row(std::string(name) + " / " + std::string(planner) + " / " + std::to_string(percent) + " %",
+                  plan_trace(p, pl));
+      }
+    }
+  }
+}
+
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--table") == 0) {
+      print_table();
+      return 0;
+    }
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -224,21 +224,29 @@ TEST_CASE("random traces beyond greedy_by_size_blocks: no conflicts") {
   check_layout(t, 256);
 }
 
+/// Checks `detail::placement::lay_out`'s first layout with the
+/// `greedy_blocks` largest greedy by size, the rest best fit around them.
+void check_greedy_then_best_fit(const trace& t, std::size_t greedy_blocks, bytes_t alignment) {
+  const auto in = detail::placement::flatten(t.allocations, t.segments, alignment);
+  const auto c = detail::placement::lay_out(in, greedy_blocks);
+  arena_layout l{std::vector<bytes_t>(t.allocations.size(), 0), 0, 0};
+  for (std::size_t b = 0; b < in.blocks.size(); ++b) l.offsets[in.blocks[b].id] = c.greedy[b];
+  const auto pieces = pieces_of(t, l, alignment);
+  CHECK(first_conflict(pieces) == "");
+  CHECK(c.peak == brute_peak(pieces));
+  for (const bytes_t offset : l.offsets) CHECK(offset % alignment == 0);
+}
+
 TEST_CASE("best fit around a few large allocations placed greedy by size: no conflicts") {
-  // The path above on small traces: the 4, 16 or 64 largest greedy by size.
-  for (std::uint64_t seed = 1; seed <= 60; ++seed) {
+  // The path above on small traces: the 1, 4, 16 or 64 largest greedy by size.
+  for (std::uint64_t seed = 1; seed <= 160; ++seed) {
     CAPTURE(seed);
-    const trace t = random_trace(seed % 5 == 0 ? 500 : 80, seed);
-    const bytes_t alignment = seed % 2 == 0 ? 256 : 64;
-    const auto in = detail::placement::flatten(t.allocations, t.segments, alignment);
-    const auto c = detail::placement::lay_out(in, std::size_t{4} << (2 * (seed % 3)));
-    arena_layout l{std::vector<bytes_t>(t.allocations.size(), 0), 0, 0};
-    for (std::size_t b = 0; b < in.blocks.size(); ++b) l.offsets[in.blocks[b].id] = c.greedy[b];
-    const auto pieces = pieces_of(t, l, alignment);
-    CHECK(first_conflict(pieces) == "");
-    CHECK(c.peak == brute_peak(pieces));
-    for (const bytes_t offset : l.offsets) CHECK(offset % alignment == 0);
+    const trace t = random_trace(seed % 8 == 0 ? 500 : 120, seed * 7919);
+    check_greedy_then_best_fit(t, std::size_t{1} << (2 * (seed % 4)), bytes_t{1} << (4 * (seed % 3)));
   }
+  // Once moved above the pieces that begin in its life, a block must clear
+  // those just above the hole's limit too (a bug this trace found).
+  check_greedy_then_best_fit(random_trace(700, std::uint64_t{324} * 7919), 30, 1);
 }
 
 TEST_CASE("bad input names the allocation and the numbers") {

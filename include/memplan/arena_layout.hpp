@@ -49,12 +49,12 @@
 
 #include <algorithm>
 #include <bit>
-#include <compare>
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
 #include <limits>
 #include <span>
+#include <stdexcept>
 #include <utility>
 #include <vector>
 
@@ -304,17 +304,14 @@ inline std::vector<piece> greedy_by_size(const instance& in, std::span<const std
   return by_lo;
 }
 
-/// `hole::reserved` not worked out yet.
-inline constexpr index_t unknown = -1;
-
-/// A run of free bytes [start, end), and (once asked) the first position
-/// after its making at which a fixed piece takes some of it (never_freed:
-/// none does).
+/// A run of free bytes [start, end).
 struct hole {
   bytes_t start = 0;
   bytes_t end = 0;
-  index_t reserved = unknown;
 };
+
+/// `free_space::sized::reserved` not worked out yet.
+inline constexpr index_t unknown = -1;
 
 /// The free bytes at one position of the event sweep: holes below `top`
 /// (the end of the highest live piece), never touching it, and everything
@@ -323,22 +320,20 @@ struct hole {
 /// sorted vectors beat trees.
 class free_space {
  public:
-  /// A hole as best fit sees it.
+  /// A hole as best fit sees it, and (once asked) the first position after
+  /// its making at which a fixed piece takes some of it (never_freed: none).
   struct sized {
     bytes_t size = 0;
     bytes_t start = 0;
-    auto operator<=>(const sized&) const = default;
+    mutable index_t reserved = unknown;
   };
 
   [[nodiscard]] bytes_t top() const noexcept { return top_; }
   [[nodiscard]] bytes_t live() const noexcept { return live_; }
-  /// The cache of `hole::reserved` of the hole at `start`.
-  [[nodiscard]] index_t& reserved(bytes_t start) {
-    return std::ranges::lower_bound(holes_, start, {}, &hole::start)->reserved;
-  }
   /// The holes of at least `bytes`, smallest first.
   [[nodiscard]] std::span<const sized> at_least(bytes_t bytes) const {
-    return {std::ranges::lower_bound(by_size_, sized{bytes, std::numeric_limits<bytes_t>::min()}), by_size_.end()};
+    return {std::ranges::lower_bound(by_size_, sized{bytes, std::numeric_limits<bytes_t>::min()}, smaller),
+            by_size_.end()};
   }
 
   /// Takes [lo, hi), which must be free.
@@ -349,7 +344,11 @@ class free_space {
       top_ = hi;
       return;
     }
-    const auto h = std::prev(std::ranges::upper_bound(holes_, lo, {}, &hole::start));  // holds [lo, hi)
+    const auto after = std::ranges::upper_bound(holes_, lo, {}, &hole::start);
+    if (after == holes_.begin() || std::prev(after)->end < hi) {
+      throw std::logic_error(detail::concat("place: bytes [", lo, ", ", hi, ") are taken (a bug in arena_layout.hpp)"));
+    }
+    const auto h = std::prev(after);  // holds [lo, hi)
     const hole was = *h;
     if (was.start < lo && hi < was.end) {
       replace(h, {was.start, lo});
@@ -387,9 +386,12 @@ class free_space {
  private:
   using iterator = std::vector<hole>::iterator;
 
+  static bool smaller(const sized& x, const sized& y) noexcept {
+    return x.size != y.size ? x.size < y.size : x.start < y.start;
+  }
   static sized size_of(const hole& h) noexcept { return {h.end - h.start, h.start}; }
-  void index(const hole& h) { by_size_.insert(std::ranges::lower_bound(by_size_, size_of(h)), size_of(h)); }
-  void unindex(const hole& h) { by_size_.erase(std::ranges::lower_bound(by_size_, size_of(h))); }
+  void index(const hole& h) { by_size_.insert(std::ranges::lower_bound(by_size_, size_of(h), smaller), size_of(h)); }
+  void unindex(const hole& h) { by_size_.erase(std::ranges::lower_bound(by_size_, size_of(h), smaller)); }
 
   void insert(iterator at, const hole& h) {
     index(h);
@@ -459,7 +461,10 @@ class fixed_pieces {
                                    bytes_t alignment, bytes_t limit = std::numeric_limits<bytes_t>::max()) const {
     const auto [i1, i2] = range;
     for (int moves = 0; i1 < i2 && x <= limit; ++moves) {
-      if (moves == max_moves) return std::max(x, align_up(highest_hi(i1, i2, limit), alignment));
+      if (moves == max_moves) {  // above every piece that could meet it up to the limit
+        const bytes_t below = limit == std::numeric_limits<bytes_t>::max() ? limit : limit + bytes;
+        return std::max(x, align_up(highest_hi(i1, i2, below), alignment));
+      }
       const bytes_t hi = i2 - i1 <= scan_limit ? scanned_hi(i1, i2, x, x + bytes) : highest_hi(i1, i2, x + bytes);
       if (hi <= x) return x;
       x = align_up(hi, alignment);
@@ -468,8 +473,8 @@ class fixed_pieces {
   }
 
  private:
-  static constexpr std::size_t scan_limit = 64;
-  static constexpr int max_moves = 8;
+  static constexpr std::size_t scan_limit = 128;
+  static constexpr int max_moves = 3;
 
   /// Sorts each run of `run` pieces by lo, from its two sorted halves.
   static void merge_runs(std::vector<std::pair<bytes_t, bytes_t>>& level, std::size_t run) {
@@ -543,7 +548,7 @@ struct sweep_order {
 
 /// Sorts `keys` (position << 32 | index) and \returns the indices.
 [[nodiscard]] inline std::vector<std::size_t> indices_by_position(std::vector<std::uint64_t>& keys) {
-  std::ranges::sort(keys);
+  if (!std::ranges::is_sorted(keys)) std::ranges::sort(keys);  // allocations often come in event order
   std::vector<std::size_t> out(keys.size());
   for (std::size_t i = 0; i < keys.size(); ++i) out[i] = static_cast<std::size_t>(keys[i] & 0xFFFFFFFFU);
   return out;
@@ -577,22 +582,21 @@ struct sweep_order {
 /// Of the holes, smallest first, that fixed pieces beginning during a
 /// block's life take some of: how many best fit searches for room beside
 /// those pieces, and how many it passes over before it takes the top.
-inline constexpr std::size_t partial_tries = 4;
+inline constexpr std::size_t partial_tries = 2;
 inline constexpr std::size_t hole_tries = 16;
 
 /// Block b's offset at its begin: the smallest hole that holds it (and
 /// that no fixed piece beginning during its life takes any of), else the
 /// top (clear of those pieces).
-[[nodiscard]] inline bytes_t best_fit(const instance& in, const block& b, free_space& space,
+[[nodiscard]] inline bytes_t best_fit(const instance& in, const block& b, const free_space& space,
                                       const fixed_pieces& fixed) {
   const auto range = fixed.beginning_in(b.begin, b.end);
   const bytes_t a = in.alignment;
   std::size_t tries = 0;
-  for (const auto& [size, start] : space.at_least(b.reach)) {
+  for (const auto& [size, start, reserved] : space.at_least(b.reach)) {
     const bytes_t x = align_up(start, a);
     if (x + b.reach > start + size) continue;  // too small once aligned (after a split piece)
     if (range.first >= range.second) return x;
-    index_t& reserved = space.reserved(start);
     if (reserved == unknown) reserved = fixed.first_begin_meeting(b.begin, start, start + size);
     if (reserved >= b.end) return x;
     if (tries < partial_tries) {  // some of it may do
@@ -691,7 +695,8 @@ struct candidates {
 /// @throws invalid_argument naming the allocation (or segment) and the numbers:
 ///         alignment not a positive power of two, a negative begin or byte count,
 ///         end < begin, segments outside the list or not adding up to the
-///         allocation's bytes and end, footprints adding up past 2^63 - 1
+///         allocation's bytes and end, footprints adding up past 2^63 - 1;
+///         std::logic_error only for a bug here (bytes placed twice), never silently
 [[nodiscard]] inline arena_layout place(std::span<const lifetime> allocations, std::span<const segment> segments,
                                         bytes_t alignment) {
   namespace p = detail::placement;
