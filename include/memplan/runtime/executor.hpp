@@ -27,7 +27,8 @@
 /// in (placement.hpp) — so nothing is searched for, nothing fragments and
 /// nothing moves. Why a plan runs in an arena of the layout's size: the
 /// layout lets two buffers share bytes only if the earlier one is freed
-/// before the later one is made in the timeline it was derived from, and
+/// (all its holders ended) strictly before the later one is made in the
+/// timeline it was derived from, and
 /// the executor issues the actions in that timeline's start order; so when
 /// an action that takes such bytes is issued, the earlier buffer's release
 /// and holders have been issued, and its stream waits (device-side) on the
