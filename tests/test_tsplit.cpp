@@ -695,6 +695,13 @@ TEST_CASE("Eq. 5-6: split options at the Fig. 7 bottleneck and on a dead input (
   CHECK(c4.delta_m == 75);
   CHECK(c4.delta_t == doctest::Approx(28.75));
   CHECK_FALSE(a.split_cost(fig7::x, 2).valid());  // parameters are read whole
+  // With a batch of 2 samples (problem::batch), 4 micro-batches are not an option.
+  problem two = p;
+  two.batch = 2;
+  algo2 b(two, dev, 600, {.split = true});
+  walk_to(b, 3);
+  CHECK(b.split_cost(fig7::s3, 2).delta_m == 50);
+  CHECK_FALSE(b.split_cost(fig7::s3, 4).valid());
   // Step 4 (b4) reads s4 (300 B) for the last time and makes g4 (100 B):
   // splitting it in two frees s4 half by half, ΔM = 50, ΔT = the overhead 5.
   a.advance();
