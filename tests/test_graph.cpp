@@ -137,6 +137,17 @@ TEST_CASE("problem: flat arrays and the baseline peak by DESIGN §4's liveness r
   CHECK(p.baseline_time_us() == doctest::Approx(24.0));
 }
 
+TEST_CASE("problem::batch: the largest leading dimension of the inputs' shapes, 0 where none is known") {
+  CHECK(compile(small_training_graph(), schedule{0, 1, 2, 3}).batch == 0);  // no shapes
+  // Tokens [32, 128], position ids [1, 128] broadcast over the batch,
+  // labels [32]; a parameter's leading dimension does not count.
+  graph g = small_training_graph();
+  g.add_tensor({.id = 6, .name = "positions", .bytes = 512, .kind = tensor_kind::input, .shape = {1, 128}, .dtype = {}});
+  g.add_tensor({.id = 7, .name = "labels", .bytes = 128, .kind = tensor_kind::input, .shape = {32}, .dtype = {}});
+  g.add_tensor({.id = 8, .name = "table", .bytes = 512, .kind = tensor_kind::parameter, .shape = {64, 2}, .dtype = {}});
+  CHECK(compile(g, schedule{0, 1, 2, 3}).batch == 32);
+}
+
 TEST_CASE("compile rejects byte totals past 2^63 - 1") {
   graph g("huge");
   const bytes_t big = bytes_t{1} << 62;
@@ -226,6 +237,7 @@ TEST_CASE("a user's boost::adjacency_list adapts through traits without copying"
   CHECK_FALSE(memplan::op_recomputable(m, bwd));    // default from the phase
   const problem p = compile(m, dfs_schedule(m));
   CHECK(p.op_name == std::vector<std::string>{"fc", "fc_grad"});
+  CHECK(p.batch == 0);  // no tensor_shape query (optional): the batch is unknown
   // step 0: x w y = 1240; step 1: w y dy = 1240 + 400 - 400 (x died) = 1240.
   CHECK(p.baseline_memory() == std::vector<bytes_t>{1240, 1240});
   CHECK(p.baseline_time_us() == doctest::Approx(9.0));

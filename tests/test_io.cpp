@@ -316,16 +316,16 @@ TEST_CASE("memplan-plan: round trip with every action kind, parts and waits") {
   const auto doc = io::read_graph_file(fixture("tiny.json"));
   const auto p = memplan::compile(doc.graph, doc.schedule);
   memplan::plan_builder b(p, "hand", 9000);
-  b.compute(0);
-  b.compute(1, 4);
+  b.compute(0, 4);  // fc1 in 4 parts: x has 10 samples
+  b.compute(1);
   b.swap_out(2);    // h (tensor index 2)
   b.compute(2);
   b.compute(3);
   b.swap_in(2);
   b.compute(4);
   b.free(6);        // dh
-  b.recompute(4, 2);
-  b.compute(5);
+  b.recompute(4);
+  b.compute(5, 2);
   b.compute(6);
   b.decide(2, memplan::decision::swap);
   b.decide(6, memplan::decision::recompute);
@@ -357,7 +357,8 @@ TEST_CASE("memplan-plan: round trip with every action kind, parts and waits") {
 
   // Ids in the file are the graph file's ids; waits and parts only where needed.
   const auto j = json::parse(text);
-  CHECK(j["actions"][1] == json{{"kind", "compute"}, {"op", 20}, {"parts", 4}});
+  CHECK(j["actions"][0] == json{{"kind", "compute"}, {"op", 10}, {"parts", 4}});
+  CHECK(j["actions"][9] == json{{"kind", "compute"}, {"op", 60}, {"parts", 2}});
   CHECK(j["actions"][2] == json{{"kind", "swap_out"}, {"tensor", 102}, {"waits", {0}}});
   CHECK(j["actions"][5] == json{{"kind", "swap_in"}, {"tensor", 102}, {"waits", {2}}});
   CHECK(j["decisions"]["102"] == "swap");

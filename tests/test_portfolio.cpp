@@ -1,7 +1,8 @@
 // Tests of `auto` (planners/portfolio.hpp): it returns the fastest plan that
 // fits among its members, as the simulator times each member's own plan;
 // none's plan where everything fits; the lowest peak, with every verdict,
-// where nothing does; and it checks its option.
+// where nothing does; and it checks its option. And of the registry's one
+// verdict: a plan a registered planner calls feasible has passed the validator.
 #include <doctest/doctest.h>
 
 #include <limits>
@@ -13,6 +14,7 @@
 #include "memplan/planners/registry.hpp"
 #include "memplan/sim/simulator.hpp"
 #include "memplan/sim/validator.hpp"
+#include "sim_fixtures.hpp"
 
 namespace {
 
@@ -121,3 +123,35 @@ TEST_CASE("auto's portfolio option and time limit") {
 }
 
 }  // namespace
+
+namespace {
+
+/// A planner with a bug: it frees w1 (the residual block's) after its one
+/// use, losing the parameter, and calls the plan feasible.
+struct loses_a_parameter {
+  plan operator()(const problem& p, const device_spec&, bytes_t, const planner_options&) const {
+    return test::broken::parameter_lost(p);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("one verdict: a registered planner's plan that the validator rejects is infeasible, invalid_plan") {
+  // detail::run_planner runs every registered planner (plan, compare,
+  // maxbatch, auto's members, --seed-with).
+  const problem p = test::residual::make();
+  const device_spec dev = test::byte_per_us_device();
+  const plan bad = detail::run_planner<loses_a_parameter>(p, dev, 1000, {});
+  CHECK_FALSE(bad.feasible);
+  CHECK(bad.kind == failure_kind::invalid_plan);
+  CHECK_MESSAGE(bad.reason ==
+                    "parameter-lost: the validator rejects the plan (a planner bug): action 1 (free 'w1'): loses "
+                    "parameter 'w1', which has no host copy (and 1 more)",
+                bad.reason);
+  CHECK(simulate(p, bad, dev, 1000).kind == failure_kind::invalid_plan);
+  // A sound plan passes unchanged.
+  const plan none = detail::run_planner<none_planner>(p, dev, 1000, {});
+  CHECK(none.feasible);
+  CHECK(none.kind == failure_kind::none);
+  CHECK(none.reason.empty());
+}

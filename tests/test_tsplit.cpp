@@ -263,6 +263,31 @@ TEST_CASE("tsplit offloads state between iterations: vgg16 at width 12 and batch
   MESSAGE("offloaded: ", pl.offloaded_state.size(), " tensors, ", offloaded, " B");
 }
 
+TEST_CASE("state swapped out after its last use is back on the device at the end (vgg16, batch 128, 50%)") {
+  // Algo 2 swaps classifier.0.weight and its momentum out after their
+  // update (its last use), where Eq. 3 finds no idle h2d link before the
+  // end (prefetch = the step count): their swap-ins start after the last
+  // op, as ΔT charged them, and the iteration waits for them. The action
+  // list once left them out, so the next iteration would have found the
+  // state missing (issue 22; plan.hpp: state not offloaded ends on the device).
+  const device_spec titan = find_device("titan-rtx");
+  const problem p = zoo("vgg16", 128, titan);
+  const bytes_t budget = p.baseline_peak() / 2;
+  const plan pl = run("tsplit-nosplit", p, titan, budget);
+  REQUIRE(pl.feasible);
+  check_valid(p, pl, titan);
+  CHECK(pl.offloaded_state.empty());
+  const report r = simulate(p, pl, titan, budget);
+  CHECK(r.swapped_in_bytes == r.swapped_out_bytes);
+  REQUIRE(pl.actions.size() >= 2);
+  for (const std::size_t a : {pl.actions.size() - 2, pl.actions.size() - 1}) {
+    const action& act = pl.actions[a];
+    CHECK(act.kind == action_kind::swap_in);
+    CHECK(p.persistent(act.tensor));
+    CHECK(p.tensor_name[static_cast<std::size_t>(act.tensor)].starts_with("classifier.0.weight"));
+  }
+}
+
 TEST_CASE("guarded checkpoints: a planned recomputation's read ends a later swap's gap") {
   // At f4 (step 3) s2 is recomputed for b2 (step 6) from s1, which is on the
   // device then: I = {f2}, checkpoint s1, read before step 6. At b4 (step
@@ -670,6 +695,13 @@ TEST_CASE("Eq. 5-6: split options at the Fig. 7 bottleneck and on a dead input (
   CHECK(c4.delta_m == 75);
   CHECK(c4.delta_t == doctest::Approx(28.75));
   CHECK_FALSE(a.split_cost(fig7::x, 2).valid());  // parameters are read whole
+  // With a batch of 2 samples (problem::batch), 4 micro-batches are not an option.
+  problem two = p;
+  two.batch = 2;
+  algo2 b(two, dev, 600, {.split = true});
+  walk_to(b, 3);
+  CHECK(b.split_cost(fig7::s3, 2).delta_m == 50);
+  CHECK_FALSE(b.split_cost(fig7::s3, 4).valid());
   // Step 4 (b4) reads s4 (300 B) for the last time and makes g4 (100 B):
   // splitting it in two frees s4 half by half, ΔM = 50, ΔT = the overhead 5.
   a.advance();

@@ -309,7 +309,8 @@ class plan_walk {
                                  ", but the problem has ", p.num_steps(), " steps"));
     }
     if (act.parts < 1) return fail_at(a, detail::concat(": parts must be at least 1, got ", act.parts));
-    if (!count_computed(a, act) || !op_allowed(a, act)) return false;
+    if (!count_computed(a, act)) return false;
+    if ((act.kind == action_kind::recompute || act.parts != 1) && !op_allowed(a, act)) return false;
     for (const index_t t : p.inputs(s)) {
       if (!read_input(a, act, t, v)) return false;
     }

@@ -22,10 +22,11 @@ namespace memplan {
 
 struct problem {
   std::string name;
-  /// Samples in the iteration: the leading dimension of the graph's `input`
-  /// tensors where their shapes are known (the smallest, if they differ);
-  /// 0 when unknown. A split op's micro-batches cut it (plan.hpp), so an op
-  /// is split into at most this many parts.
+  /// Samples in the iteration: the largest leading dimension of the graph's
+  /// `input` tensors whose shapes it knows (images, tokens, labels; inputs
+  /// broadcast over the batch, as position ids, have 1); 0 when none is
+  /// known. A split op's micro-batches cut it (plan.hpp), so an op is split
+  /// into at most this many parts.
   std::int64_t batch = 0;
 
   // Per step s (schedule position).
@@ -115,12 +116,11 @@ struct problem {
 
 namespace detail {
 
-/// An input tensor of `shape` (outermost first; empty: unknown) bounds the batch.
+/// An input tensor of `shape` (outermost first; empty: unknown) shows the batch.
 template <class Shape>
 void note_batch(problem& p, tensor_kind kind, const Shape& shape) {
   if (kind != tensor_kind::input || std::ranges::empty(shape)) return;
-  const auto leading = static_cast<std::int64_t>(*std::ranges::begin(shape));
-  p.batch = p.batch == 0 ? leading : std::min(p.batch, leading);
+  p.batch = std::max(p.batch, static_cast<std::int64_t>(*std::ranges::begin(shape)));
 }
 
 /// compile's first phase: every tensor's id, name, bytes and kind.

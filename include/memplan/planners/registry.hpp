@@ -39,9 +39,14 @@ struct planner_entry {
 };
 
 namespace detail {
+/// Every registered planner runs here (the CLI's `plan`, `compare`,
+/// `maxbatch`, `auto`'s portfolio and `--seed-with`): a plan it calls
+/// feasible has passed the validator (confirm_valid).
 template <planner P>
 plan run_planner(const problem& p, const device_spec& d, bytes_t budget, const planner_options& o) {
-  return with_layout([&](bytes_t target) { return P{}(p, d, target, o); }, p, d, budget);
+  plan pl = with_layout([&](bytes_t target) { return P{}(p, d, target, o); }, p, d, budget);
+  confirm_valid(p, pl, d, budget);
+  return pl;
 }
 template <planner P>
 constexpr planner_entry entry(std::string_view name, std::string_view summary) {

@@ -3,7 +3,9 @@
 /// The simulator's verdict on a finished plan: every planner whose own
 /// accounting is not the simulator's (fixed strategies, the online
 /// policies' issue-order count, Capuchin's guided runs) reports the
-/// simulator's peak, or infeasible with the peak the plan needs.
+/// simulator's peak, or infeasible with the peak the plan needs; and the
+/// validator's, on every plan a registered planner calls feasible
+/// (`confirm_valid`: DESIGN.md §5, one verdict).
 
 #include "memplan/cost/device.hpp"
 #include "memplan/error.hpp"
@@ -12,6 +14,7 @@
 #include "memplan/problem.hpp"
 #include "memplan/sim/assign_layout.hpp"
 #include "memplan/sim/simulator.hpp"
+#include "memplan/sim/validator.hpp"
 
 namespace memplan::detail {
 
@@ -37,6 +40,21 @@ inline void record_verdict(const problem& p, plan& pl, const report& r, const de
 [[nodiscard]] inline bool better_plan(const plan& b, const report& rb, const plan& a, const report& ra) {
   if (a.feasible != b.feasible) return b.feasible;
   return b.feasible ? rb.time_us < ra.time_us : b.best_peak < a.best_peak;
+}
+
+/// One verdict (DESIGN.md §5): a plan its planner calls feasible under
+/// `budget` is re-checked by the validator, independently of the simulator
+/// that judged it. A plan the validator rejects is a planner bug: it
+/// becomes infeasible, `invalid_plan`, with the validator's first error in
+/// `reason` — never returned as if it fitted.
+inline void confirm_valid(const problem& p, plan& pl, const device_spec& dev, bytes_t budget) {
+  if (!pl.feasible) return;
+  validation v = validate(p, pl, dev, budget);
+  if (v.ok) return;
+  pl.feasible = false;
+  pl.kind = failure_kind::invalid_plan;
+  pl.reason = concat(pl.planner, ": the validator rejects the plan (a planner bug): ", v.errors.front(),
+                     v.errors.size() > 1 ? concat(" (and ", v.errors.size() - 1, " more)") : std::string());
 }
 
 /// Simulates `pl` under its budget and records the verdict.

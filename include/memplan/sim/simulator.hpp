@@ -107,6 +107,10 @@ class simulator {
   static constexpr index_t kept = -2;
   /// The host copy of offloaded state, there from the start (swap_outs name the others).
   static constexpr index_t from_start = -3;
+  /// An action's vector clock (happens-before): per stream, the latest
+  /// action of it that has surely ended when the action starts; last, the
+  /// action's own stream.
+  using clock = std::array<index_t, stream_count + 1>;
 
   report run(const problem& p, const plan& pl, const device_spec& dev, bytes_t budget, const simulate_options& opts,
              unbounded_need* need) {
@@ -226,7 +230,7 @@ class simulator {
     c.creator = creator;
     c.tensor = t;
     c.pending = 0;
-    holders_[copy_count_] = {no_index, no_index, no_index};
+    if (splits_in_place_) holders_[copy_count_] = {no_index, no_index, no_index};
     return static_cast<index_t>(copy_count_++);
   }
   /// Room for `touches` more touches and `copies` more copies: the loop of
@@ -238,7 +242,7 @@ class simulator {
   void grow(std::size_t touches, std::size_t copies) {
     touches_.resize(std::max(touches_.size(), 2 * (touch_count_ + touches)));
     copies_.resize(std::max(copies_.size(), 2 * (copy_count_ + copies)));
-    holders_.resize(copies_.size());
+    if (splits_in_place_) holders_.resize(copies_.size());
   }
   /// Action being resolved holds copy c; `reads` says the copy's maker or
   /// latest writer so far (in issue order) must have ended first.
@@ -259,6 +263,12 @@ class simulator {
     end_.resize(n);
     touch_count_ = 0;
     copy_count_ = 0;
+    // Only a release of a micro-tensor splits a whole copy in place, and
+    // only such a split reads the copies' holders (resolver::split).
+    splits_in_place_ = std::ranges::any_of(pl.actions, [](const action& x) {
+      return x.part != no_index && (x.kind == action_kind::swap_out || x.kind == action_kind::free);
+    });
+    if (splits_in_place_) holders_.resize(copies_.size());
     make_room(0, p.num_tensors());
     for (index_t& first : first_) first = static_cast<index_t>(n);
     initial_bytes_ = 0;
@@ -305,7 +315,8 @@ class simulator {
     index_t splits = no_index;
     index_t split_creator = no_index;
     index_t touch_begin = 0;
-    std::string unordered{};  ///< the first use not guaranteed to come after what it needs (see `order`)
+    clock seen{};             ///< the clock of the action being read (happens-before, see `begin`)
+    std::string unordered{};  ///< the first use not guaranteed to come after what it needs
 
     index_t initial_copy(index_t t) {
       const bytes_t b = p.bytes[static_cast<std::size_t>(t)];
@@ -326,31 +337,31 @@ class simulator {
       splits = no_index;
       const stream_kind stream = stream_of(pl.actions[static_cast<std::size_t>(a)].kind);
       start = stream_end[static_cast<std::size_t>(stream)];
+      // Happens-before (plan.hpp: only stream order and waits order actions
+      // on different streams): a's clock, per stream, the latest action of
+      // that stream guaranteed to have ended before a starts — the clocks of
+      // its stream's previous action and of its waits, and those actions.
+      clock c{no_index, no_index, no_index, static_cast<index_t>(stream)};
+      if (const index_t before = last[static_cast<std::size_t>(stream)]; before != no_index) join(c, before);
       for (const index_t w : pl.waits_of(static_cast<std::size_t>(a))) {
         start = std::max(start, s.end_[static_cast<std::size_t>(w)]);
+        join(c, w);
       }
-      order(stream);
-    }
-    /// Happens-before (plan.hpp: only stream order and waits order actions
-    /// on different streams): a's clock holds, per stream, the latest action
-    /// of that stream guaranteed to have ended before a starts — the clocks
-    /// of its stream's previous action and of its waits, and those actions.
-    void order(stream_kind stream) {
-      clock c{no_index, no_index, no_index};
-      const auto join = [&](index_t b) {
-        const clock& seen = s.clocks_[static_cast<std::size_t>(b)];
-        for (std::size_t k = 0; k < stream_count; ++k) c[k] = std::max(c[k], seen[k]);
-        index_t& own = c[static_cast<std::size_t>(s.info_[static_cast<std::size_t>(b)].stream)];
-        own = std::max(own, b);
-      };
-      if (const index_t before = last[static_cast<std::size_t>(stream)]; before != no_index) join(before);
-      for (const index_t w : pl.waits_of(static_cast<std::size_t>(a))) join(w);
       s.clocks_[static_cast<std::size_t>(a)] = c;
+      seen = c;
+    }
+    /// c comes after action b: after what b comes after, and b.
+    [[gnu::always_inline]] void join(clock& c, index_t b) const {
+      const clock& seen = s.clocks_[static_cast<std::size_t>(b)];
+      c[0] = std::max(c[0], seen[0]);
+      c[1] = std::max(c[1], seen[1]);
+      c[2] = std::max(c[2], seen[2]);
+      index_t& own = c[static_cast<std::size_t>(seen[stream_count])];
+      own = std::max(own, b);
     }
     /// Action m is guaranteed to have ended before the action being read starts.
-    [[nodiscard]] bool ordered(index_t m) const {
-      const auto stream = static_cast<std::size_t>(s.info_[static_cast<std::size_t>(m)].stream);
-      return s.clocks_[static_cast<std::size_t>(a)][stream] >= m;
+    [[nodiscard]] [[gnu::always_inline]] bool ordered(index_t m) const {
+      return seen[static_cast<std::size_t>(s.clocks_[static_cast<std::size_t>(m)][stream_count])] >= m;
     }
     /// Records the first action that may start before `m`, which it needs
     /// (a timing that happens to cover it is a race on a device).
@@ -361,21 +372,6 @@ class simulator {
                                  what == "splits" ? "in place while " : "from ", plan_walk::describe(p, pl, m),
                                  what == "splits" ? " holds it" : "",
                                  ", but no wait or stream order makes it start after that ends: a wait is missing");
-    }
-    /// What action a touched must have ended first (the copies' makers or
-    /// last writers, a swap-in's swap-out); a is now a holder of those copies.
-    void check_order() {
-      if (source != no_index && !ordered(source)) {
-        unordered_use(source, "copies back", pl.actions[static_cast<std::size_t>(a)].tensor);
-      }
-      const auto stream = static_cast<std::size_t>(stream_of(pl.actions[static_cast<std::size_t>(a)].kind));
-      for (std::size_t k = static_cast<std::size_t>(touch_begin); k < s.touch_count_; ++k) {
-        const touch_info& t = s.touches_[k];
-        if (t.after != no_index && t.after != a && !ordered(t.after)) {
-          unordered_use(t.after, "needs", s.copies_[static_cast<std::size_t>(t.copy)].tensor);
-        }
-        s.holders_[static_cast<std::size_t>(t.copy)][stream] = a;
-      }
     }
     void begin_access(index_t, bytes_t, bytes_t, bool) {}
     [[gnu::always_inline]] void read(index_t c, bytes_t, bytes_t) {
@@ -442,19 +438,28 @@ class simulator {
       const auto n = static_cast<index_t>(pl.actions.size());
       s.info_[static_cast<std::size_t>(a)] = {duration, alloc,  workspace_bytes, workspace_bytes, source,
                                               touch_begin, n, splits, stream};
-      check_order();
       const double end = start + duration;
       // Reading a copy (or a host copy) before its maker ends is invalid;
-      // `execute` finds and reports it at the time it happens.
+      // `execute` finds and reports it at the time it happens. What a
+      // touched must have ended first (a swap-in's swap-out, the copies'
+      // makers or last writers) must be ordered before it, or it is a race.
       if (source != no_index && s.end_[static_cast<std::size_t>(source)] > start) s.unbounded_ = false;
+      if (source != no_index && !ordered(source)) unordered_use(source, "copies back", act.tensor);
       for (std::size_t k = static_cast<std::size_t>(touch_begin); k < s.touch_count_; ++k) {
-        copy_info& c = s.copies_[static_cast<std::size_t>(s.touches_[k].copy)];
-        if (s.touches_[k].after != no_index && s.end_[static_cast<std::size_t>(s.touches_[k].after)] > start) {
-          s.unbounded_ = false;
+        const touch_info& t = s.touches_[k];
+        copy_info& c = s.copies_[static_cast<std::size_t>(t.copy)];
+        if (t.after != no_index) {
+          if (s.end_[static_cast<std::size_t>(t.after)] > start) s.unbounded_ = false;
+          if (t.after != a && !ordered(t.after)) unordered_use(t.after, "needs", c.tensor);
         }
         if (end >= c.release_us) {
           c.release_us = end;
           c.release_by = a;
+        }
+      }
+      if (s.splits_in_place_) {  // a holds these copies now (resolver::split)
+        for (std::size_t k = static_cast<std::size_t>(touch_begin); k < s.touch_count_; ++k) {
+          s.holders_[static_cast<std::size_t>(s.touches_[k].copy)][static_cast<std::size_t>(stream)] = a;
         }
       }
       s.start_[static_cast<std::size_t>(a)] = start;
@@ -790,11 +795,12 @@ class simulator {
   std::vector<copy_info> copies_;
   std::size_t copy_count_ = 0;  ///< used part of `copies_`
   /// Pass 1's happens-before: per action, the latest action of each stream
-  /// guaranteed to have ended before it starts (`resolver::order`); per
-  /// copy, its latest holder on each stream so far.
-  using clock = std::array<index_t, stream_count>;
+  /// guaranteed to have ended before it starts, and its own stream
+  /// (`resolver::begin`); per copy, its latest holder on each stream so
+  /// far, kept only for a plan that splits copies in place.
   std::vector<clock> clocks_;
-  std::vector<clock> holders_;
+  std::vector<std::array<index_t, stream_count>> holders_;
+  bool splits_in_place_ = false;
   plan_walk walk_;  ///< pass 1
   bytes_t initial_bytes_ = 0;
 };

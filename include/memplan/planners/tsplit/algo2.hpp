@@ -284,8 +284,10 @@ class algo2 {
     // Once the op is split, more of its inputs may go with the same p_num.
     const index_t first = split_of_[si];
     const bool again = first != no_index;
+    // A micro-batch holds a sample at least (plan.hpp), where the problem knows the batch.
     if ((again && splits_[static_cast<std::size_t>(first)].parts != parts) || std::ranges::find(dims, 0) == dims.end() ||
-        !splits_with_batch(p.kind[ti]) || (parts_of_[ti] != 1 && parts_of_[ti] != parts) || p.bytes[ti] < parts) {
+        !splits_with_batch(p.kind[ti]) || (parts_of_[ti] != 1 && parts_of_[ti] != parts) || p.bytes[ti] < parts ||
+        (p.batch > 0 && parts > p.batch)) {
       return c;
     }
     bytes_t released = 0;  // inputs already released micro-tensor by micro-tensor

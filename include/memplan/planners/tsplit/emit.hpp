@@ -64,7 +64,7 @@ class emitter {
         host_parts_(p.num_tensors(), 1), split_at_(p.num_steps(), no_index),
         read_dead_(p.num_tensors(), 0), tensor_stamp_(p.num_tensors(), 0), step_stamp_(p.num_steps(), 0),
         last_reader_(p.num_tensors(), 0), kept_until_(p.num_tensors(), no_index),
-        last_read_(p.num_tensors(), 0), read_at_(room.empty() ? 0 : p.num_steps()), evict_after_(p.num_steps() + 1), prefetch_at_(p.num_steps()) {
+        last_read_(p.num_tensors(), 0), read_at_(room.empty() ? 0 : p.num_steps()), evict_after_(p.num_steps() + 1), prefetch_at_(p.num_steps() + 1) {
     for (std::size_t k = splits.size(); k-- > 0;) split_at_[static_cast<std::size_t>(splits[k].step)] = static_cast<index_t>(k);
     splits_ = splits;
     std::vector<index_t> offloaded;
@@ -77,8 +77,12 @@ class emitter {
         // from = no_index: the tensor has no producer and leaves at the start.
         evict_after_[static_cast<std::size_t>(ev.from + 1)].push_back(static_cast<index_t>(e));
       }
-      // An offloaded state's last gap has no swap-in.
-      if (ev.how == option::swap && static_cast<std::size_t>(ev.prefetch) < p.num_steps()) {
+      // An offloaded state's last gap has no swap-in. Other state swapped
+      // out after its last use is back by the end (plan.hpp): where Eq. 3
+      // finds no idle link before the end (prefetch = the step count), its
+      // swap-in starts after the last op, as Algo 2 charged it (ΔT holds
+      // the whole copy), and the iteration waits for it.
+      if (ev.how == option::swap && !(ev.offload && static_cast<std::size_t>(ev.prefetch) >= p.num_steps())) {
         prefetch_at_[static_cast<std::size_t>(ev.prefetch)].push_back(static_cast<index_t>(e));
         if (due_first) due_.insert({ev.to, static_cast<index_t>(e)});
       }
@@ -98,12 +102,7 @@ class emitter {
     for (std::size_t si = 0; si < p.num_steps(); ++si) {
       const auto s = static_cast<index_t>(si);
       keep_within(s);
-      for (const index_t e : prefetch_at_[si]) {
-        const eviction& ev = evictions_[static_cast<std::size_t>(e)];
-        if (where_[static_cast<std::size_t>(ev.tensor)] != residence::host) continue;  // a recomputation made it
-        if (due_first_) issue_due_before(ev, e, s);
-        bring_back(ev.tensor, last_compute_);  // in-trigger: the start of step p
-      }
+      prefetch(s);
       bring_inputs(s);
       keep_within(s);
       if (split_at_[si] == no_index) {
@@ -125,6 +124,7 @@ class emitter {
       }
       leave(si + 1);
     }
+    prefetch(static_cast<index_t>(p.num_steps()));  // state that is due at the end
   }
 
   /// Swap-ins issued before their prefetch step because they are due
@@ -140,6 +140,16 @@ class emitter {
  private:
   enum class residence : std::uint8_t { device, freed, host, dead };
 
+  /// The swap-ins whose prefetch step is s, triggered by its start (the
+  /// end of the compute before it); s = the step count: the end.
+  void prefetch(index_t s) {
+    for (const index_t e : prefetch_at_[static_cast<std::size_t>(s)]) {
+      const eviction& ev = evictions_[static_cast<std::size_t>(e)];
+      if (where_[static_cast<std::size_t>(ev.tensor)] != residence::host) continue;  // a recomputation made it
+      if (due_first_) issue_due_before(ev, e, s);
+      bring_back(ev.tensor, last_compute_);  // in-trigger: the start of step p
+    }
+  }
   /// The evictions of slot k of evict_after_ (after step k - 1; 0: at the start).
   void leave(std::size_t k) {
     for (const index_t e : evict_after_[k]) {
@@ -455,7 +465,7 @@ class emitter {
   std::vector<index_t> seq_;  ///< step to recompute, or -t-1: swap t in
   std::vector<frame> frames_;
   std::vector<std::vector<index_t>> evict_after_;  ///< per step + 1: evictions leaving after it
-  std::vector<std::vector<index_t>> prefetch_at_;  ///< per step: swap-ins issued as it starts
+  std::vector<std::vector<index_t>> prefetch_at_;  ///< per step, and the end: swap-ins issued as it starts
   index_t last_compute_ = no_index;
 };
 
