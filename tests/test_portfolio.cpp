@@ -62,9 +62,11 @@ TEST_CASE("auto returns the fastest member plan that fits, by the simulator's ti
 TEST_CASE("auto keeps everything where everything fits, and names every verdict where nothing does") {
   const device_spec& dev = find_device("titan-rtx");
   const problem p = resnet50(8);
-  const plan all = find_planner("auto").run(p, dev, p.baseline_peak(), planner_options{});
+  // Keeping everything needs the arena of none's layout: the baseline peak plus rounding.
+  const bytes_t keep_all = find_planner("none").run(p, dev, p.baseline_peak() * 2, {}).arena_bytes;
+  const plan all = find_planner("auto").run(p, dev, keep_all, planner_options{});
   REQUIRE(all.feasible);
-  CHECK(simulate(p, all, dev, p.baseline_peak()).time_us == doctest::Approx(p.baseline_time_us()));
+  CHECK(simulate(p, all, dev, keep_all).time_us == doctest::Approx(p.baseline_time_us()));
   CHECK_MESSAGE(all.reason.starts_with("auto: none's plan, the fastest of the "), all.reason);
 
   // 1 MiB: less than resnet50's parameters alone (25.6 M floats).
@@ -98,7 +100,8 @@ TEST_CASE("auto's portfolio option and time limit") {
   // A spent limit: the first member runs, the others are skipped.
   planner_options spent;
   spent.time_limit_s = 1e-9;
-  const plan first = find_planner("auto").run(p, dev, p.baseline_peak(), spent);
+  const bytes_t keep_all = find_planner("none").run(p, dev, p.baseline_peak() * 2, {}).arena_bytes;
+  const plan first = find_planner("auto").run(p, dev, keep_all, spent);
   REQUIRE(first.feasible);
   CHECK_MESSAGE(first.reason ==
                     "auto: none's plan, the fastest of the 1 of 1 planners whose plans fit (the time limit of 1e-09 s "

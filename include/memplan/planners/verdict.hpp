@@ -81,23 +81,24 @@ plan with_layout(PlanFor plan_for, const problem& p, const device_spec& dev, byt
     pl.budget = budget;
     if (!pl.feasible) return pl;
     const report r = assign_layout(p, pl, dev);
-    if (r.feasible && pl.arena_bytes <= budget) {
+    if (!r.feasible) return pl;  // the simulator disagrees with the planner: the validator names why (confirm_valid)
+    if (pl.arena_bytes <= budget) {
       pl.best_peak = pl.arena_bytes;  // the simulator's peak of a plan with a layout
       return pl;
     }
-    const bytes_t need = r.feasible ? pl.arena_bytes : r.peak_bytes;
+    const bytes_t need = pl.arena_bytes;
     // The next target: below this plan's live peak by the overflow, doubled
     // on each try (a plan under the old target may still overflow by as much).
     const bytes_t overflow = ((need - budget + dev.alignment - 1) / dev.alignment * dev.alignment) << tries;
     const bytes_t next = std::min(target, r.peak_bytes) - overflow;
-    if (tries == layout_retries || !r.feasible || next <= 0) {
+    if (tries == layout_retries || next <= 0) {
       pl.feasible = false;  // it keeps the overflowing layout: the simulator finds it out of memory too
-      pl.kind = r.feasible ? failure_kind::out_of_memory : r.kind;
+      pl.kind = failure_kind::out_of_memory;
       pl.best_peak = need;
       pl.reason = concat(pl.planner, ": the plan's memory layout needs an arena of ", need, " bytes (",
                          format_bytes(need), "; ", r.peak_bytes, " bytes live at its peak) after ", tries,
                          " tighter tries; the budget is ", budget, " bytes (", format_bytes(budget), ")",
-                         r.feasible ? "" : ": " + r.failure);
+                         "");
       return pl;
     }
     target = next;
