@@ -315,7 +315,15 @@ class emitter {
         if (kept_until_[xi] != no_index) touch(x);
         return need::nothing;
       case residence::host: return need::swap_in;
-      case residence::freed: return need::recompute;
+      case residence::freed: {
+        // Freed for a recomputation to bring back; a tensor no op may make
+        // again (an input freed by a split of its last reader, whose
+        // recomputation a later one needs) cannot come back: the plan then
+        // reads it off the device, and the simulator rejects it.
+        const index_t made = p.producer[xi];
+        return made == no_index || !p.recomputable[static_cast<std::size_t>(made)] ? need::nothing
+                                                                                    : need::recompute;
+      }
       case residence::dead: {
         // Dead by the schedule but still on the device unless freed: a
         // recomputable one is freed after its last use instead (second pass).
