@@ -53,21 +53,25 @@ struct emitted {
   plan result;
   std::size_t kept_reads = 0;
   std::size_t issued_early = 0;
+  std::size_t could_stay = 0;  ///< state that `state_stays` keeps in host memory (emitter::could_stay)
 };
+
 
 /// The action list of Algo 2's decisions (tsplit/emit.hpp), in two passes:
 /// the first finds the tensors that recomputations read after their last
 /// use, the second frees those early.
 inline emitted emit(const problem& p, const algo2& walk, std::string_view name, bytes_t budget,
-                    std::span<const bytes_t> room, bool due_first) {
+                    std::span<const bytes_t> room, bool due_first, bool state_stays = false) {
   const std::vector<std::uint8_t> none(p.num_tensors(), 0);
-  emitter first(p, walk.evictions(), walk.splits(), std::string(name), budget, none, room, due_first);
+  emitter first(p, walk.evictions(), walk.splits(), std::string(name), budget, none, room, due_first, state_stays);
   first.run();
-  emitter second(p, walk.evictions(), walk.splits(), std::string(name), budget, first.read_dead(), room, due_first);
+  emitter second(p, walk.evictions(), walk.splits(), std::string(name), budget, first.read_dead(), room, due_first,
+                 state_stays);
   second.run();
   const std::size_t kept_reads = second.kept_reads();
   const std::size_t issued_early = second.issued_early();
-  return {std::move(second).finish(), kept_reads, issued_early};
+  const std::size_t could_stay = second.could_stay();
+  return {std::move(second).finish(), kept_reads, issued_early, could_stay};
 }
 
 /// The memory a plan holds, simulated without a budget (in_use).
@@ -147,6 +151,25 @@ inline void lower_at_overflow(std::vector<bytes_t>& limit, const std::vector<byt
 /// emission and one simulation.
 inline constexpr int lru_tries = 3;
 
+/// a's last plan, whose decisions swap state out after its last use with no
+/// time left to bring it back before the end (emitter::stays_in_host): its
+/// twin that keeps that state in host memory between iterations, swapped in
+/// as the iteration starts, takes its place where both fit and it is
+/// faster. Back after the last op the iteration waits for
+/// the copy; swapped in at the start it overlaps the ops before its first
+/// use but takes the h2d link from swap-ins Algo 2 planned there, so
+/// neither is faster everywhere. The twin replaces rather than joins, and
+/// only a plan that fits, so the feedback rounds see the same variants
+/// and overflows.
+inline void keep_in_host(const problem& p, const algo2& walk, std::string_view name, bytes_t budget, bool due_first,
+                         const device_spec& dev, simulator& sim, attempt& a) {
+  emitted twin = emit(p, walk, name, budget, {}, due_first, true);
+  report r = sim.run(p, twin.result, dev, budget);
+  if (!r.feasible || !a.verdicts.back().feasible || r.time_us >= a.verdicts.back().time_us) return;
+  a.plans.back() = std::move(twin.result);
+  a.verdicts.back() = std::move(r);
+}
+
 /// Algo 2 against `target` (per step) on `assumed` links, its plans
 /// simulated on `dev`.
 inline attempt plan_once(const problem& p, const device_spec& dev, const device_spec& assumed, std::string_view name,
@@ -203,6 +226,7 @@ inline attempt plan_once(const problem& p, const device_spec& dev, const device_
     if (due_first && e.issued_early == 0) return a;  // the same swap-ins as without
     a.verdicts.push_back(due_first ? sim.run(p, e.result, dev, budget) : sim.run(p, e.result, dev, budget, a.need));
     a.plans.push_back(std::move(e.result));
+    if (e.could_stay > 0) keep_in_host(p, walk, name, budget, due_first, dev, sim, a);
     if (!model_room.empty() && keep_in(model_room, due_first, 1, 0)) {
       keep_in(room_left(p, a.plans.back(), dev, budget, sim), due_first, lru_tries, lru_tries - 1);
     }

@@ -55,10 +55,15 @@ class emitter {
   ///        h2d stream runs them in issue order, so before a swap-in due at
   ///        step q, those due before q whose own prefetch step comes later
   ///        are issued too (see issue_due_before).
+  /// \param state_stays state that Algo 2 swaps out after its last use with
+  ///        no time left to bring it back stays in host memory between
+  ///        iterations, swapped in as the iteration starts (stays_in_host);
+  ///        else its swap-in follows the last op.
   emitter(const problem& p, std::span<const eviction> evictions, std::span<const split_choice> splits,
           std::string planner, bytes_t budget, const std::vector<std::uint8_t>& free_dead,
-          std::span<const bytes_t> room = {}, bool due_first = false)
+          std::span<const bytes_t> room = {}, bool due_first = false, bool state_stays = false)
       : p_(&p), evictions_(evictions), free_dead_(&free_dead), room_(room), due_first_(due_first),
+        state_stays_(state_stays),
         b_(p, std::move(planner), budget),
         where_(p.num_tensors(), residence::device), has_host_(p.num_tensors(), 0), held_parts_(p.num_tensors(), 1),
         host_parts_(p.num_tensors(), 1), split_at_(p.num_steps(), no_index),
@@ -68,26 +73,39 @@ class emitter {
     for (std::size_t k = splits.size(); k-- > 0;) split_at_[static_cast<std::size_t>(splits[k].step)] = static_cast<index_t>(k);
     splits_ = splits;
     std::vector<index_t> offloaded;
+    std::vector<std::uint8_t> leaves_at_start(p.num_tensors(), 0);
     for (std::size_t e = 0; e < evictions.size(); ++e) {
       const eviction& ev = evictions[e];
       // Offloaded state starts in host memory: no swap-out at the start.
       const bool from_host = ev.offload && ev.from == no_index;
-      if (from_host) offloaded.push_back(ev.tensor);
+      const bool could_stay = stays_in_host(ev);
+      if (could_stay) ++could_stay_;
+      const bool stays = could_stay && state_stays_;
+      if (from_host || stays) offloaded.push_back(ev.tensor);
+      if (ev.from == no_index) leaves_at_start[static_cast<std::size_t>(ev.tensor)] = 1;
+      if (stays) start_in_.push_back(ev.tensor);
       if (ev.parts == 1 && !from_host) {
         // from = no_index: the tensor has no producer and leaves at the start.
         evict_after_[static_cast<std::size_t>(ev.from + 1)].push_back(static_cast<index_t>(e));
       }
       // An offloaded state's last gap has no swap-in. Other state swapped
-      // out after its last use is back by the end (plan.hpp): where Eq. 3
-      // finds no idle link before the end (prefetch = the step count), its
-      // swap-in starts after the last op, as Algo 2 charged it (ΔT holds
-      // the whole copy), and the iteration waits for it.
-      if (ev.how == option::swap && !(ev.offload && static_cast<std::size_t>(ev.prefetch) >= p.num_steps())) {
+      // out after its last use is back by the end (plan.hpp); where Eq. 3
+      // finds no idle link before the end (prefetch = the step count), a
+      // parameter or optimizer state without a producer stays in host
+      // memory instead (stays_in_host), and any other tensor's swap-in
+      // starts after the last op, as Algo 2 charged it.
+      const bool at_end = static_cast<std::size_t>(ev.prefetch) >= p.num_steps();
+      if (ev.how == option::swap && !(at_end && (ev.offload || stays))) {
         prefetch_at_[static_cast<std::size_t>(ev.prefetch)].push_back(static_cast<index_t>(e));
         if (due_first) due_.insert({ev.to, static_cast<index_t>(e)});
       }
     }
+    // State that stays in host memory is swapped in as the iteration
+    // starts, unless an eviction at the start already brings it in later.
+    std::erase_if(start_in_, [&](index_t t) { return leaves_at_start[static_cast<std::size_t>(t)] != 0; });
+    std::ranges::sort(start_in_, {}, [&](index_t t) { return p.uses(t).front(); });  // the h2d stream runs them in order
     std::ranges::sort(offloaded);
+    offloaded.erase(std::ranges::unique(offloaded).begin(), offloaded.end());
     for (const index_t t : offloaded) {
       b_.offload(t);
       where_[static_cast<std::size_t>(t)] = residence::host;
@@ -99,6 +117,7 @@ class emitter {
   void run() {
     const problem& p = *p_;
     leave(0);
+    for (const index_t t : start_in_) bring_back(t, no_index);
     for (std::size_t si = 0; si < p.num_steps(); ++si) {
       const auto s = static_cast<index_t>(si);
       keep_within(s);
@@ -127,6 +146,9 @@ class emitter {
     prefetch(static_cast<index_t>(p.num_steps()));  // state that is due at the end
   }
 
+  /// State tensors that stay in host memory with `state_stays` (stays_in_host),
+  /// whether or not it is set: 0 means the flag changes nothing.
+  [[nodiscard]] std::size_t could_stay() const noexcept { return could_stay_; }
   /// Swap-ins issued before their prefetch step because they are due
   /// earlier than one issued there (`due_first`).
   [[nodiscard]] std::size_t issued_early() const noexcept { return issued_early_; }
@@ -139,6 +161,24 @@ class emitter {
 
  private:
   enum class residence : std::uint8_t { device, freed, host, dead };
+
+  /// Algo 2 swaps state out after its last use, and Eq. 3 finds no idle
+  /// h2d link to bring it back before the end (prefetch = the step count),
+  /// so the swap-in would follow the last op, the iteration waiting for it.
+  /// A parameter or optimizer state without a producer may rather stay in
+  /// host memory between iterations (plan::offloaded_state, TSPLIT Table
+  /// V's parameter scale): saved after its update as planned, and swapped
+  /// in as the next iteration starts, where Algo 2 had it on the device
+  /// anyway: the copy overlaps the ops before its first use, but takes the
+  /// h2d link from swap-ins planned there. tsplit.hpp simulates both ways.
+  /// (Eq. 3's latest start before the first use, tried too, stalled more.)
+  [[nodiscard]] bool stays_in_host(const eviction& ev) const {
+    const problem& p = *p_;
+    const auto ti = static_cast<std::size_t>(ev.tensor);
+    return !ev.offload && ev.how == option::swap && ev.parts == 1 && p.persistent(ev.tensor) &&
+           p.producer[ti] == no_index && static_cast<std::size_t>(ev.to) >= p.num_steps() &&
+           static_cast<std::size_t>(ev.prefetch) >= p.num_steps();
+  }
 
   /// The swap-ins whose prefetch step is s, triggered by its start (the
   /// end of the compute before it); s = the step count: the end.
@@ -275,7 +315,15 @@ class emitter {
         if (kept_until_[xi] != no_index) touch(x);
         return need::nothing;
       case residence::host: return need::swap_in;
-      case residence::freed: return need::recompute;
+      case residence::freed: {
+        // Freed for a recomputation to bring back; a tensor no op may make
+        // again (an input freed by a split of its last reader, whose
+        // recomputation a later one needs) cannot come back: the plan then
+        // reads it off the device, and the simulator rejects it.
+        const index_t made = p.producer[xi];
+        return made == no_index || !p.recomputable[static_cast<std::size_t>(made)] ? need::nothing
+                                                                                    : need::recompute;
+      }
       case residence::dead: {
         // Dead by the schedule but still on the device unless freed: a
         // recomputable one is freed after its last use instead (second pass).
@@ -440,6 +488,7 @@ class emitter {
   const std::vector<std::uint8_t>* free_dead_;
   std::span<const bytes_t> room_;
   bool due_first_;
+  bool state_stays_;
   std::set<std::pair<index_t, index_t>> due_;  ///< with due_first_: (to, eviction) of swaps not yet swapped in
   std::size_t issued_early_ = 0;
   plan_builder b_;
@@ -466,6 +515,8 @@ class emitter {
   std::vector<frame> frames_;
   std::vector<std::vector<index_t>> evict_after_;  ///< per step + 1: evictions leaving after it
   std::vector<std::vector<index_t>> prefetch_at_;  ///< per step, and the end: swap-ins issued as it starts
+  std::vector<index_t> start_in_;  ///< state that stays in host memory, swapped in as the iteration starts
+  std::size_t could_stay_ = 0;
   index_t last_compute_ = no_index;
 };
 
