@@ -20,9 +20,7 @@
 #include "main_or_skip.hpp"
 #include "memplan/cost/devices.hpp"
 #include "memplan/io/dtr_log.hpp"
-#include "memplan/planners/capuchin.hpp"
-#include "memplan/planners/dtr.hpp"
-#include "memplan/planners/tsplit.hpp"
+#include "memplan/planners/registry.hpp"
 #include "memplan/problem.hpp"
 #include "memplan/sim/simulator.hpp"
 #include "memplan/sim/validator.hpp"
@@ -114,7 +112,7 @@ bool pinned_for(const nlohmann::json& cell, std::string_view name) {
   return cell.at("planner").get<std::string>() == name;
 }
 
-/// `run` (the registry's `name`) on every corpus log at 0.3, 0.5, 0.7 and
+/// `run` (the registry's `name`: laid out, validated) on every corpus log at 0.3, 0.5, 0.7 and
 /// 0.9 of its peak: it fits on every cell where `dtr` does (and on `dtr`'s
 /// failures too unless `only_where_dtr_fits`), its ratio is at most `dtr`'s
 /// there, its feasible plans pass the validator (logs under 500 ops), and
@@ -129,7 +127,7 @@ void check_against_dtr(const Planner& run, std::string_view name, bool only_wher
     for (const double ratio : {0.3, 0.5, 0.7, 0.9}) {
       INFO(std::string(c.prefix), " at ", ratio);
       const auto budget = static_cast<bytes_t>(ratio * static_cast<double>(log.refcount_peak));
-      const double dtr = ratio_of(p, dtr_planner{}(p, titan_v, budget, planner_options{}), budget, titan_v);
+      const double dtr = ratio_of(p, find_planner("dtr").run(p, titan_v, budget, planner_options{}), budget, titan_v);
       const plan pl = run(p, titan_v, budget, planner_options{});
       const double mine = ratio_of(p, pl, budget, titan_v);
       if (dtr > 0 || !only_where_dtr_fits) CHECK_MESSAGE(mine > 0, pl.reason);
@@ -156,20 +154,20 @@ void check_against_dtr(const Planner& run, std::string_view name, bool only_wher
 TEST_CASE("dtr log: delta fits wherever dtr does, at or below it") {
   // Pinned: the cells where the paper's Filter and §5.5 run out of memory
   // (rematerialisation thrashing) or land far above dtr, and where dtr fails.
-  check_against_dtr(delta_planner{}, "delta");
+  check_against_dtr(find_planner("delta").run, "delta");
 }
 
 TEST_CASE("dtr log: tsplit fits wherever dtr does, at or below it") {
   // Pinned: the cells where Algo 2 without guarded checkpoints and with
   // swap-ins in issue order lands above dtr, and where dtr fails.
-  check_against_dtr(tsplit_planner{}, "tsplit");
+  check_against_dtr(find_planner("tsplit").run, "tsplit");
 }
 
 TEST_CASE("dtr log: capuchin at or below dtr wherever dtr fits") {
   // Pinned: the cells where capuchin lands above dtr when a candidate past
   // its last access counts as a recomputation source (msps.hpp), and the
   // Unrolled GAN at 0.3, where dtr fails. On U-Net at 0.3 neither fits.
-  check_against_dtr(capuchin_planner{}, "capuchin", true);
+  check_against_dtr(find_planner("capuchin").run, "capuchin", true);
 }
 
 }  // namespace
