@@ -64,6 +64,20 @@ inline void judge(const problem& p, plan& pl, const device_spec& dev) {
   record_verdict(p, pl, r, dev, sim);
 }
 
+/// `pl`, feasible but laid out beyond `budget` (`r`: its simulation
+/// without a budget): infeasible, out of memory, keeping its overflowing
+/// layout so that the simulator finds it out of memory too.
+inline plan overflowing(plan pl, const report& r, bytes_t budget, int tries) {
+  const bytes_t need = pl.arena_bytes;
+  pl.feasible = false;
+  pl.kind = failure_kind::out_of_memory;
+  pl.best_peak = need;
+  pl.reason = concat(pl.planner, ": the plan's memory layout needs an arena of ", need, " bytes (", format_bytes(need),
+                     "; ", r.peak_bytes, " bytes live at its peak) after ", tries, " tighter tries; the budget is ",
+                     budget, " bytes (", format_bytes(budget), ")");
+  return pl;
+}
+
 /// How often `with_layout` plans again for a tighter target.
 inline constexpr int layout_retries = 5;
 
@@ -71,43 +85,42 @@ inline constexpr int layout_retries = 5;
 /// budget is the arena). `plan_for(target)` plans for a live-bytes target;
 /// where the layout of a feasible plan overflows the budget, planning runs
 /// again with the target below that plan's live peak by the overflow
-/// (doubled on each try), up to `layout_retries` times; a plan whose layout still does not fit is infeasible
-/// (out_of_memory), its best peak the arena it needs.
+/// (doubled on each try); where a target is too tight for the planner, the
+/// next lies halfway between it and the last target that planned. After
+/// `layout_retries` tries a plan whose layout still does not fit is
+/// infeasible (out_of_memory), its best peak the arena it needs.
 template <class PlanFor>
 plan with_layout(PlanFor plan_for, const problem& p, const device_spec& dev, bytes_t budget) {
   bytes_t target = budget;
+  bytes_t too_tight = 0;  // the highest target the planner found no plan for
   plan pl = plan_for(target);
+  report r;
+  bool fresh = true;  // pl is the latest plan, not laid out yet
   for (int tries = 0;; ++tries) {
-    pl.budget = budget;
-    if (!pl.feasible) return pl;
-    const report r = assign_layout(p, pl, dev);
-    if (!r.feasible) return pl;  // the simulator disagrees with the planner: the validator names why (confirm_valid)
-    if (pl.arena_bytes <= budget) {
-      pl.best_peak = pl.arena_bytes;  // the simulator's peak of a plan with a layout
-      return pl;
+    if (fresh) {
+      fresh = false;
+      pl.budget = budget;
+      if (!pl.feasible) return pl;
+      r = assign_layout(p, pl, dev);
+      if (!r.feasible) return pl;  // the simulator disagrees with the planner: the validator names why (confirm_valid)
+      if (pl.arena_bytes <= budget) {
+        pl.best_peak = pl.arena_bytes;  // the simulator's peak of a plan with a layout
+        return pl;
+      }
     }
-    const bytes_t need = pl.arena_bytes;
-    // The next target: below this plan's live peak by the overflow, doubled
-    // on each try (a plan under the old target may still overflow by as much).
-    const bytes_t overflow = ((need - budget + dev.alignment - 1) / dev.alignment * dev.alignment) << tries;
-    const bytes_t next = std::min(target, r.peak_bytes) - overflow;
-    if (tries == layout_retries || next <= 0) {
-      pl.feasible = false;  // it keeps the overflowing layout: the simulator finds it out of memory too
-      pl.kind = failure_kind::out_of_memory;
-      pl.best_peak = need;
-      pl.reason = concat(pl.planner, ": the plan's memory layout needs an arena of ", need, " bytes (",
-                         format_bytes(need), "; ", r.peak_bytes, " bytes live at its peak) after ", tries,
-                         " tighter tries; the budget is ", budget, " bytes (", format_bytes(budget), ")",
-                         "");
-      return pl;
-    }
-    target = next;
-    plan tighter = plan_for(target);
-    if (!tighter.feasible) {  // keep the overflowing plan's verdict
-      tries = layout_retries - 1;
+    if (tries == layout_retries) return overflowing(std::move(pl), r, budget, tries);
+    const bytes_t overflow = ((pl.arena_bytes - budget + dev.alignment - 1) / dev.alignment * dev.alignment) << tries;
+    bytes_t next = std::min(target, r.peak_bytes) - overflow;
+    if (next <= too_tight) next = too_tight + (std::min(target, r.peak_bytes) - too_tight) / 2;
+    if (next <= too_tight || next <= 0) return overflowing(std::move(pl), r, budget, tries);
+    plan tighter = plan_for(next);
+    if (!tighter.feasible) {  // keep the overflowing plan; try between
+      too_tight = next;
       continue;
     }
+    target = next;
     pl = std::move(tighter);
+    fresh = true;
   }
 }
 
