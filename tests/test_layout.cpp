@@ -151,6 +151,26 @@ TEST_CASE("three allocations laid out by hand") {
   CHECK(m.peak_live_bytes == 1536);
 }
 
+TEST_CASE("greedy by size tries later blocks first among equal footprints") {
+  // A [0,4) 2 B, B [4,7) 1 B, C [5,7) 2 B, D [2,5) 2 B; peak 4 (A and D).
+  // Earlier begin first: A 0, D 2, C 0 (D has ended), then B meets C at 0
+  // and D at 2: 4, arena 5. Later begin first: C 0, D 0, A 2, B 2: arena 4.
+  const std::vector<lifetime> a{{.begin = 0, .end = 4, .bytes = 2},
+                                {.begin = 4, .end = 7, .bytes = 1},
+                                {.begin = 5, .end = 7, .bytes = 2},
+                                {.begin = 2, .end = 5, .bytes = 2}};
+  namespace pp = detail::placement;
+  const pp::instance in = pp::flatten(a, {}, 1);
+  std::vector<bytes_t> by_begin(4, 0);
+  (void)pp::greedy_by_size(in, pp::largest(in, 4), by_begin);
+  CHECK(by_begin == std::vector<bytes_t>{0, 4, 0, 2});
+  CHECK(pp::arena_of(in, by_begin) == 5);
+  const pp::candidates c = pp::lay_out(in);
+  CHECK(c.greedy == std::vector<bytes_t>{2, 2, 0, 0});
+  CHECK(pp::arena_of(in, c.greedy) == 4);
+  CHECK(c.peak == 4);
+}
+
 TEST_CASE("footprints are rounded up to the alignment") {
   const std::vector<lifetime> one{{.begin = 0, .end = 1, .bytes = 100}};
   CHECK(place(one, 256).arena_bytes == 256);

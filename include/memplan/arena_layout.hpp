@@ -12,7 +12,8 @@
 ///
 /// 1. **Greedy by size, then best fit over time.** The
 ///    `greedy_by_size_blocks` largest allocations by footprint (ties: earlier
-///    begin, then input order) each go to the lowest aligned offset where
+///    begin, then input order; where that covers every allocation, also
+///    later begin and later end first, the smallest arena kept) each go to the lowest aligned offset where
 ///    they meet none placed before them — Pisarchyk & Lee 2020, "Efficient
 ///    Memory Management for Deep Neural Net Inference" (arXiv:2001.03288),
 ///    "Greedy by Size for Offset Calculation", as TFLite's arena planner
@@ -240,16 +241,33 @@ inline void validate(std::span<const lifetime> allocations, std::span<const segm
   return arena;
 }
 
+/// How greedy by size orders blocks of the same footprint: by begin
+/// (Pisarchyk & Lee), latest begin first, or latest end first. Training
+/// runs make many tensors of one size (a transformer's layers), and which
+/// of them goes lowest decides the holes the others find.
+enum class size_ties : std::uint8_t { earlier_begin, later_begin, later_end };
+
 /// The first `count` blocks in greedy by size's order (Pisarchyk & Lee):
-/// footprint descending, then begin, then input order.
-[[nodiscard]] inline std::vector<std::size_t> largest(const instance& in, std::size_t count) {
+/// footprint descending, then `ties`, then input order.
+[[nodiscard]] inline std::vector<std::size_t> largest(const instance& in, std::size_t count,
+                                                      size_ties ties = size_ties::earlier_begin) {
   std::vector<std::size_t> order(in.blocks.size());
   for (std::size_t b = 0; b < order.size(); ++b) order[b] = b;
   const auto before = [&](std::size_t x, std::size_t y) {
     const block& a = in.blocks[x];
     const block& b = in.blocks[y];
     if (a.footprint != b.footprint) return a.footprint > b.footprint;
-    if (a.begin != b.begin) return a.begin < b.begin;
+    switch (ties) {
+      case size_ties::earlier_begin:
+        if (a.begin != b.begin) return a.begin < b.begin;
+        break;
+      case size_ties::later_begin:
+        if (a.begin != b.begin) return a.begin > b.begin;
+        break;
+      case size_ties::later_end:
+        if (a.end != b.end) return a.end > b.end;
+        break;
+    }
     return a.id < b.id;
   };
   count = std::min(count, order.size());
@@ -660,6 +678,12 @@ struct candidates {
   const std::vector<std::size_t> large = largest(in, greedy_blocks);
   std::vector<piece> placed = greedy_by_size(in, large, c.greedy);
   if (large.size() == in.blocks.size()) {
+    // Every block greedy by size: its other orders of equal footprints too, the smallest arena kept.
+    for (const size_ties ties : {size_ties::later_begin, size_ties::later_end}) {
+      std::vector<bytes_t> other(in.blocks.size(), 0);
+      (void)greedy_by_size(in, largest(in, greedy_blocks, ties), other);
+      if (arena_of(in, other) < arena_of(in, c.greedy)) c.greedy = std::move(other);
+    }
     c.swept.assign(in.blocks.size(), 0);
     c.peak = best_fit_over_time(in, order, fixed, fixed_pieces{}, c.swept);
     return c;
