@@ -192,7 +192,7 @@ struct delta_planner {
 
   plan operator()(const problem& p, const device_spec& dev, bytes_t budget, const planner_options& o) const {
     delta_policy policy(dev, read_settings(o));
-    plan pl = detail::dtr::run_online(p, budget, policy, "delta", o.time_limit_s).result;
+    plan pl = detail::dtr::run_online(p, dev, budget, policy, "delta", o.time_limit_s).result;
     if (pl.feasible) detail::judge(p, pl, dev);
     return pl;
   }

@@ -33,7 +33,7 @@ static_assert(detail::dtr::eviction_policy<dtr_policy>);
 struct dtr_planner {
   plan operator()(const problem& p, const device_spec& dev, bytes_t budget, const planner_options& o) const {
     dtr_policy policy;
-    plan pl = detail::dtr::run_online(p, budget, policy, "dtr", o.time_limit_s).result;
+    plan pl = detail::dtr::run_online(p, dev, budget, policy, "dtr", o.time_limit_s).result;
     if (pl.feasible) detail::judge(p, pl, dev);
     return pl;
   }
