@@ -72,17 +72,11 @@ inline constexpr int layout_retries = 5;
 /// where the layout of a feasible plan overflows the budget, planning runs
 /// again with the target below that plan's live peak by the overflow
 /// (doubled on each try), up to `layout_retries` times; a plan whose layout still does not fit is infeasible
-/// (out_of_memory), its best peak the arena it needs. A plan that comes
-/// with a layout keeps it and gets the simulator's verdict on it.
+/// (out_of_memory), its best peak the arena it needs.
 template <class PlanFor>
 plan with_layout(PlanFor plan_for, const problem& p, const device_spec& dev, bytes_t budget) {
   bytes_t target = budget;
   plan pl = plan_for(target);
-  if (!pl.offsets.empty()) {  // its own layout (the online policies' allocator): judged as it is, not placed again
-    pl.budget = budget;
-    if (pl.feasible) judge(p, pl, dev);
-    return pl;
-  }
   for (int tries = 0;; ++tries) {
     pl.budget = budget;
     if (!pl.feasible) return pl;

@@ -140,6 +140,23 @@ class caching_allocator final {
   /// The highest end of a segment so far: the arena the run needed.
   [[nodiscard]] bytes_t high_water() const noexcept { return high_water_; }
   [[nodiscard]] const calls& driver_calls() const noexcept { return calls_; }
+  /// The largest free block in either pool, and the largest stretch of the
+  /// arena no segment holds: why a request does not fit.
+  [[nodiscard]] bytes_t largest_free_block() const {
+    bytes_t most = 0;
+    for (const auto& pool : free_) {
+      if (!pool.empty()) most = std::max(most, std::get<0>(*pool.rbegin()));
+    }
+    return most;
+  }
+  [[nodiscard]] bytes_t largest_gap() const {
+    bytes_t most = 0, from = 0;
+    for (const auto& [offset, s] : segments_) {
+      most = std::max(most, offset - from);
+      from = offset + s.bytes;
+    }
+    return std::max(most, arena_ - from);
+  }
   /// What the driver calls so far cost, µs.
   [[nodiscard]] double driver_us() const noexcept {
     return static_cast<double>(calls_.mallocs) * spec_.segment_malloc_us +

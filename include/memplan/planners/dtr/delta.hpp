@@ -169,6 +169,7 @@ class delta_policy {
 static_assert(detail::dtr::eviction_policy<delta_policy>);
 
 struct delta_planner {
+  static constexpr bool lays_out = true;  ///< its allocator's layout (dtr/online.hpp)
   static constexpr std::array<std::string_view, 4> option_names{"filter", "link-efficiency", "early-start",
                                                                 "prefetch"};
 

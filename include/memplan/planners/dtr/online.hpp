@@ -332,7 +332,9 @@ class online_runtime {
         return fail(failure_kind::out_of_memory,
                     memplan::detail::concat("the allocator cannot place ", bytes, " bytes with ", state_.used(),
                                             " bytes live (", alloc_.allocated(), " in blocks, ", alloc_.reserved(),
-                                            " in segments); nothing left to release"));
+                                            " in segments; the largest free block ", alloc_.largest_free_block(),
+                                            ", the largest gap between segments ", alloc_.largest_gap(),
+                                            "); nothing left to release"));
       }
       apply(r);
     }
