@@ -323,7 +323,8 @@ TEST_CASE("online planners: the tensors without a producer must fit before any r
     INFO(name);
     const plan pl = find_planner(name).run(p, d, 99, planner_options{});
     CHECK(pl.kind == failure_kind::out_of_memory);
-    CHECK_MESSAGE(pl.reason.find("the tensors without a producer need 100 bytes; budget 99 bytes") != std::string::npos,
+    CHECK_MESSAGE(pl.reason.find("the tensors without a producer need 100 bytes; the allocator cannot place 'x' (100 "
+                                 "bytes) with 0 in segments; budget 99 bytes") != std::string::npos,
                   pl.reason);
     CHECK_FALSE(simulate(p, pl, d, 99).feasible);
   }

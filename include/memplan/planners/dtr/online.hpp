@@ -178,7 +178,9 @@ class online_runtime {
       const auto got = alloc_.allocate(p_->bytes[t]);
       if (!got) {
         return fail(failure_kind::out_of_memory,
-                    memplan::detail::concat("the tensors without a producer need ", state_.used(), " bytes"));
+                    memplan::detail::concat("the tensors without a producer need ", state_.used(),
+                                            " bytes; the allocator cannot place '", p_->tensor_name[t], "' (",
+                                            p_->bytes[t], " bytes) with ", alloc_.reserved(), " in segments"));
       }
       take(*got, block_of_[t]);
     }
