@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "memplan/cost/devices.hpp"
+#include "memplan/io/plan_json.hpp"
 #include "memplan/model/zoo.hpp"
 #include "memplan/planners/registry.hpp"
 #include "memplan/planners/dtr.hpp"
@@ -275,6 +276,26 @@ TEST_CASE("online runtime with dtr on three layers, worked by hand") {
   const auto tight = online::run_online(p, d, 400, again, "dtr");
   CHECK(tight.result.kind == failure_kind::out_of_memory);
   CHECK_MESSAGE(tight.result.reason.find("op 'f2'") != std::string::npos, tight.result.reason);
+}
+
+TEST_CASE("allocator time: the simulator and the validator add plan::allocator_us, the plan file keeps it") {
+  // dtr at 600 on three layers (above): 800 µs of ops and recompute, 4
+  // segments at 50 µs. Twice the driver time adds 200 µs more; a negative
+  // one is an invalid plan in both.
+  const problem p = three_layers();
+  const device_spec d = test::byte_per_us_device();
+  dtr_policy policy;
+  plan pl = online::run_online(p, d, 600, policy, "dtr").result;
+  REQUIRE(pl.allocator_us == doctest::Approx(200));
+  const plan read = io::read_plan(io::to_json(pl, p).dump(), p);
+  CHECK(read.allocator_us == doctest::Approx(200));
+  CHECK(read.offsets == pl.offsets);
+  pl.allocator_us = 400;
+  CHECK(simulate(p, pl, d, 600).time_us == doctest::Approx(1200));
+  CHECK(validate(p, pl, d, 600).time_us == doctest::Approx(1200));
+  pl.allocator_us = -1;
+  CHECK(simulate(p, pl, d, 600).kind == failure_kind::invalid_plan);
+  CHECK_FALSE(validate(p, pl, d, 600).ok);
 }
 
 TEST_CASE("online runtime: recursive rematerialisation of an evicted chain") {
