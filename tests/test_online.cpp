@@ -405,7 +405,9 @@ TEST_CASE("dtr and delta on zoo models: valid plans under tight budgets") {
         // segment — DTR's fragmentation (DELTA §5.3). DELTA offloads them.
         const bool fragments = std::string_view(name) == "transformer" && std::string_view(planner) == "dtr";
         if (ratio > 0.6 && !fragments) CHECK_MESSAGE(pl.feasible, pl.reason);
-        if (ratio > 0.6 && fragments) CHECK_MESSAGE(pl.reason.find("the allocator cannot place 131072000 bytes") != std::string::npos, pl.reason);
+        if (ratio > 0.6 && fragments) {
+          CHECK_MESSAGE(pl.reason.find("the allocator cannot place 131072000 bytes") != std::string::npos, pl.reason);
+        }
         if (!pl.feasible) continue;
         CHECK(rep.peak_bytes <= budget);
         CHECK(pl.best_peak == rep.peak_bytes);  // the simulator's peak: the layout's arena

@@ -155,6 +155,14 @@ class online_runtime {
     for (index_t s = 0; ok && s < n; ++s) ok = step(s);
     if (ok) b_.set_best_peak(state_.peak());
     plan pl = std::move(b_).finish();
+    record_allocator(pl, ok);
+    return {std::move(pl), counts_};
+  }
+
+ private:
+  /// The allocator's layout (of a run that went to the end) and driver time
+  /// into the plan, its figures into the counts.
+  void record_allocator(plan& pl, bool ok) {
     if (ok) {
       pl.offsets = std::move(offsets_);
       pl.arena_bytes = alloc_.high_water();
@@ -165,10 +173,8 @@ class online_runtime {
     counts_.segment_mallocs = alloc_.driver_calls().mallocs;
     counts_.segment_frees = alloc_.driver_calls().frees;
     counts_.allocator_us = pl.allocator_us;
-    return {std::move(pl), counts_};
   }
 
- private:
   /// The tensors without a producer are on the device before the first
   /// action (DESIGN §4, the simulator's time 0), allocated in tensor order
   /// (plan_layout.hpp): no release can make room for them.
@@ -234,9 +240,8 @@ class online_runtime {
     // recompute would then make it without an allocation).
     for (const index_t t : outputs) state_.pin(t);
     for (const index_t t : outputs) {
-      if (state_.where(t) != residence::resident && !allocate(p_->bytes[static_cast<std::size_t>(t)], block_of_[at(t)])) {
-        return false;
-      }
+      if (state_.where(t) == residence::resident) continue;
+      if (!allocate(p_->bytes[at(t)], block_of_[at(t)])) return false;
     }
     index_t workspace = no_index;
     const bytes_t ws = p_->workspace[static_cast<std::size_t>(s)];
