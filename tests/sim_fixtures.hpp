@@ -40,6 +40,7 @@ inline device_spec byte_per_us_device() {
   d.h2d = {0.001, 0.0};
   d.launch_overhead_us = 5.0;
   d.alignment = 1;  // every byte counts: hand-calculated budgets of tensors of a few hundred bytes
+  d.allocator = byte_exact_allocator();  // the online policies' allocator, scaled to match
   return d;
 }
 

@@ -317,6 +317,42 @@ TEST_CASE("executor: every registered planner, several budgets, chain and residu
   test::check_every_planner(backend);
 }
 
+TEST_CASE("executor: dtr and delta run at their allocator's offsets in an arena of exactly the budget") {
+  // The chain's and the residual net's tensors are a few KiB, far below a
+  // 2 MiB segment, so the allocator is scaled to them: byte-exact segments,
+  // blocks rounded to the device's 256 B alignment (allocator_spec.hpp).
+  device_spec dev = find_device("titan-rtx");
+  dev.allocator = byte_exact_allocator();
+  host_backend backend;
+  index_t runs = 0, recomputes = 0, swaps = 0;
+  for (const bool residual : {false, true}) {
+    const auto w = example::make_float_workload(residual ? 4 : 6, residual, 32, 16);
+    for (const double fraction : {0.9, 0.75, 0.6}) {
+      const auto budget = static_cast<bytes_t>(static_cast<double>(w.p.baseline_peak()) * fraction) / 256 * 256;
+      for (const char* name : {"dtr", "delta"}) {
+        CAPTURE(name);
+        CAPTURE(residual);
+        CAPTURE(budget);
+        const plan pl = find_planner(name).run(w.p, dev, budget, planner_options{});
+        if (!pl.feasible) continue;
+        REQUIRE_FALSE(pl.offsets.empty());  // the allocator's layout, not one placed afterwards
+        CHECK(pl.arena_bytes <= budget);
+        CHECK(pl.allocator_us > 0);
+        test::check_valid(w.p, pl, dev, budget);
+        const runtime::run_stats stats = test::run_checked(backend, w, pl, budget, &dev);
+        CHECK(stats.arena_bytes == pl.arena_bytes);
+        ++runs;
+        recomputes += test::count(pl, action_kind::recompute);
+        swaps += test::count(pl, action_kind::swap_in);
+      }
+    }
+  }
+  MESSAGE(runs, " dtr/delta plans ran at their allocator's offsets: ", recomputes, " recomputes, ", swaps,
+          " swap-ins");
+  CHECK(runs >= 6);
+  CHECK(recomputes > 0);
+}
+
 TEST_CASE("executor: tsplit's micro-op plans on generated graphs read what the unplanned run reads") {
   // Tensor sizes from 1 B to 100 kB or 256 B to 1 MiB: micro-tensors of any
   // byte count, splits in place at unaligned offsets. The digest check

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "memplan/cost/devices.hpp"
+#include "memplan/io/plan_json.hpp"
 #include "memplan/model/zoo.hpp"
 #include "memplan/planners/registry.hpp"
 #include "memplan/planners/dtr.hpp"
@@ -238,15 +239,32 @@ TEST_CASE("online runtime with dtr on three layers, worked by hand") {
   // Budget 600: b3 needs g3 with x, a1, a2, a3 resident (700). The
   // candidates are a1 (h = 100 / (200 * 100)) and a2 (read just now): a1
   // goes, and b1 recomputes it (f1, 100 µs) from x.
-  const auto r = online::run_online(p, 600, policy, "dtr");
+  // The allocator (byte-exact segments, test::byte_per_us_device): x, a1,
+  // a2, a3 get segments [0, 100), [100, 300), [300, 500), [500, 600), the
+  // arena full. g3 fits a1's segment once a1 is evicted ([100, 200), the
+  // rest split off); g2 the rest of it (100 B: 100@200 and a3's 100@500 tie,
+  // the lower address wins); a1 again a2's segment, freed after b2; g1 g3's
+  // bytes (100@100 and 100@500 tie); g0 g2's, freed after b1 (100@200
+  // before 100@500; a2's segment has 200 B). Four segments (cudaMalloc,
+  // 50 µs each), none given back.
+  const auto r = online::run_online(p, d, 600, policy, "dtr");
   REQUIRE(r.result.feasible);
   CHECK(r.counts.evictions == 1);
   CHECK(r.counts.recomputations == 1);
   CHECK(r.counts.offloads == 0);
   CHECK(r.result.best_peak == 600);
+  CHECK(r.counts.segment_mallocs == 4);
+  CHECK(r.counts.segment_frees == 0);
+  CHECK(r.counts.arena_high_water == 600);
+  CHECK(r.counts.live_peak == 600);
+  CHECK(r.result.allocator_us == doctest::Approx(200));
+  // x, a1, a2, a3, g3, g2, a1, g1, g0: allocation order (plan_layout.hpp).
+  CHECK(r.result.offsets == std::vector<bytes_t>{0, 100, 300, 500, 100, 200, 300, 100, 200});
+  CHECK(r.result.arena_bytes == 600);
   const report rep = simulate(p, r.result, d, 600);
   REQUIRE(rep.feasible);
-  CHECK(rep.time_us == doctest::Approx(800));
+  CHECK(rep.time_us == doctest::Approx(800 + 200));  // the ops, the recompute, the driver calls
+  CHECK(rep.allocator_us == doctest::Approx(200));
   CHECK(rep.recompute_us == doctest::Approx(100));
   CHECK(rep.peak_bytes == 600);
   check_valid(p, r.result, d, 600);
@@ -255,9 +273,29 @@ TEST_CASE("online runtime with dtr on three layers, worked by hand") {
   // pinned) and a2: 500 > 400 with nothing to release. Infeasible, reported
   // with the op, not thrown.
   dtr_policy again;
-  const auto tight = online::run_online(p, 400, again, "dtr");
+  const auto tight = online::run_online(p, d, 400, again, "dtr");
   CHECK(tight.result.kind == failure_kind::out_of_memory);
   CHECK_MESSAGE(tight.result.reason.find("op 'f2'") != std::string::npos, tight.result.reason);
+}
+
+TEST_CASE("allocator time: the simulator and the validator add plan::allocator_us, the plan file keeps it") {
+  // dtr at 600 on three layers (above): 800 µs of ops and recompute, 4
+  // segments at 50 µs. Twice the driver time adds 200 µs more; a negative
+  // one is an invalid plan in both.
+  const problem p = three_layers();
+  const device_spec d = test::byte_per_us_device();
+  dtr_policy policy;
+  plan pl = online::run_online(p, d, 600, policy, "dtr").result;
+  REQUIRE(pl.allocator_us == doctest::Approx(200));
+  const plan read = io::read_plan(io::to_json(pl, p).dump(), p);
+  CHECK(read.allocator_us == doctest::Approx(200));
+  CHECK(read.offsets == pl.offsets);
+  pl.allocator_us = 400;
+  CHECK(simulate(p, pl, d, 600).time_us == doctest::Approx(1200));
+  CHECK(validate(p, pl, d, 600).time_us == doctest::Approx(1200));
+  pl.allocator_us = -1;
+  CHECK(simulate(p, pl, d, 600).kind == failure_kind::invalid_plan);
+  CHECK_FALSE(validate(p, pl, d, 600).ok);
 }
 
 TEST_CASE("online runtime: recursive rematerialisation of an evicted chain") {
@@ -267,12 +305,13 @@ TEST_CASE("online runtime: recursive rematerialisation of an evicted chain") {
   dtr_policy policy;
   // Budget 500: b3 needs 700 - 200; a1 and later a2 are evicted ... whatever
   // the choices, every plan must be valid and the recomputations show in time.
-  const auto r = online::run_online(p, 500, policy, "dtr");
+  const auto r = online::run_online(p, d, 500, policy, "dtr");
   REQUIRE(r.result.feasible);
   const report rep = simulate(p, r.result, d, 500);
   REQUIRE(rep.feasible);
   CHECK(rep.peak_bytes <= 500);
-  CHECK(rep.time_us == doctest::Approx(700 + 100.0 * r.counts.recomputations));
+  CHECK(rep.time_us == doctest::Approx(700 + 100.0 * r.counts.recomputations + 50.0 * r.counts.segment_mallocs));
+  CHECK(r.counts.allocator_us == doctest::Approx(50.0 * (r.counts.segment_mallocs + r.counts.segment_frees)));
   check_valid(p, r.result, d, 500);
 }
 
@@ -305,7 +344,8 @@ TEST_CASE("online planners: the tensors without a producer must fit before any r
     INFO(name);
     const plan pl = find_planner(name).run(p, d, 99, planner_options{});
     CHECK(pl.kind == failure_kind::out_of_memory);
-    CHECK_MESSAGE(pl.reason.find("the tensors without a producer need 100 bytes; budget 99 bytes") != std::string::npos,
+    CHECK_MESSAGE(pl.reason.find("the tensors without a producer need 100 bytes; the allocator cannot place 'x' (100 "
+                                 "bytes) with 0 in segments; budget 99 bytes") != std::string::npos,
                   pl.reason);
     CHECK_FALSE(simulate(p, pl, d, 99).feasible);
   }
@@ -357,10 +397,24 @@ TEST_CASE("dtr and delta on zoo models: valid plans under tight budgets") {
         const plan pl = find_planner(planner).run(p, d, budget, planner_options{});
         const report rep = simulate(p, pl, d, budget);
         CHECK_MESSAGE(rep.feasible == pl.feasible, rep.failure);
-        if (ratio > 0.6) CHECK_MESSAGE(pl.feasible, pl.reason);  // at 0.5 some do not: vgg16's weights alone exceed it
+        // At 0.5 some do not fit: vgg16's weights alone exceed it. At 0.8
+        // dtr on the transformer does not either: PyTorch's allocator
+        // (runtime/caching_allocator.hpp) has 1.07 GB of segments when the
+        // 125 MiB output projection needs one more, and the 833 MB live then
+        // are pinned or cannot be recomputed, so no eviction frees a
+        // segment — DTR's fragmentation (DELTA §5.3). DELTA offloads them.
+        const bool fragments = std::string_view(name) == "transformer" && std::string_view(planner) == "dtr";
+        if (ratio > 0.6 && !fragments) CHECK_MESSAGE(pl.feasible, pl.reason);
+        if (ratio > 0.6 && fragments) {
+          CHECK_MESSAGE(pl.reason.find("the allocator cannot place 131072000 bytes") != std::string::npos, pl.reason);
+        }
         if (!pl.feasible) continue;
         CHECK(rep.peak_bytes <= budget);
-        CHECK(pl.best_peak == rep.peak_bytes);  // the simulator's peak, not the issue-order count
+        CHECK(pl.best_peak == rep.peak_bytes);  // the simulator's peak: the layout's arena
+        // The allocator's arena: at least the live peak, at most the budget.
+        CHECK(pl.arena_bytes <= budget);
+        CHECK(pl.arena_bytes >= rep.peak_live_bytes);
+        CHECK(pl.allocator_us > 0);
         if (std::string_view(name) != "transformer") check_valid(p, pl, d, budget);  // quadratic: small ones
       }
     }

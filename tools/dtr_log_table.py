@@ -5,7 +5,12 @@ feasible plan.
 
     tools/dtr_log_table.py [--memplan build/ci/examples/cli/memplan]
                            [--corpus ../shared/corpus/dtr-logs] [--planners dtr,delta]
-                           [--options "--seed-with dtr --iterations 20"]
+                           [--options "--seed-with dtr --iterations 20"] [--allocator]
+
+--allocator adds, per planner, the online allocator's fragmentation (its
+segments' high-water mark / the live peak) and driver time (ms) where the
+plan reports them (dtr, delta: docs/formats.md, "The online policies'
+allocator").
 
 BYTES = ratio x the log's no-eviction peak as the DTR simulator counts it
 (io::dtr_log::refcount_peak, listed below; tests/test_dtr_log.cpp checks
@@ -36,10 +41,12 @@ def main():
     a.add_argument("--planners", default="dtr,delta")
     a.add_argument("--time-limit", default="60")
     a.add_argument("--options", default="", help="more options for `memplan compare`, e.g. home's")
+    a.add_argument("--allocator", action="store_true", help="add fragmentation and allocator ms per planner")
     args = a.parse_args()
     planners = args.planners.split(",")
-    print("| log | ratio | " + " | ".join(f"`{p}`" for p in planners) + " |")
-    print("|---|---|" + "---|" * len(planners))
+    heads = [[f"`{p}`", "frag.", "alloc ms"] if args.allocator else [f"`{p}`"] for p in planners]
+    print("| log | ratio | " + " | ".join(h for hs in heads for h in hs) + " |")
+    print("|---|---|" + "---|" * sum(len(hs) for hs in heads))
     for prefix, (label, peak) in PEAKS.items():
         log = next(pathlib.Path(args.corpus).glob(prefix + "-*.log"))
         for i, ratio in enumerate(RATIOS):
@@ -49,9 +56,18 @@ def main():
                                   "--time-limit", args.time_limit, *args.options.split()],
                                  capture_output=True, text=True, check=True)
             rows = {r["planner"]: r for r in json.loads(out.stdout)["rows"]}
-            cells = [f"{rows[p]['time_s'] / rows[p]['baseline_time_s']:.3f}" if rows[p]["feasible"] else "OOM"
-                     for p in planners]
+            cells = [c for p in planners for c in cells_of(rows[p], args.allocator)]
             print(f"| {label if i == 0 else ''} | {ratio} | " + " | ".join(cells) + " |", flush=True)
+
+
+def cells_of(row, allocator):
+    """A planner's cells: time ratio (or OOM), then fragmentation and allocator ms."""
+    time = f"{row['time_s'] / row['baseline_time_s']:.3f}" if row["feasible"] else "OOM"
+    if not allocator:
+        return [time]
+    if not row["feasible"] or "fragmentation" not in row:
+        return [time, "", ""]
+    return [time, f"{row['fragmentation']:.3f}", f"{row.get('allocator_s', 0) * 1e3:.1f}"]
 
 
 if __name__ == "__main__":

@@ -220,6 +220,12 @@ json row_json(const planned& r) {
   j["planning_time_s"] = r.planning_time_s;
   if (r.host_bytes > 0) j["host_bytes"] = r.host_bytes;
   if (!r.host_failure.empty()) j["failure"] = r.host_failure;
+  // An online policy's allocator (runtime/caching_allocator.hpp): its
+  // segments' high-water mark over the live peak; its driver time is allocator_s.
+  if (r.result.allocator_us > 0 && r.sim.feasible && r.sim.peak_live_bytes > 0) {
+    j["allocator_arena_bytes"] = r.result.arena_bytes;
+    j["fragmentation"] = static_cast<double>(r.result.arena_bytes) / static_cast<double>(r.sim.peak_live_bytes);
+  }
   if (!r.result.history.empty()) {
     json history = json::array();
     for (const search_point& h : r.result.history) {

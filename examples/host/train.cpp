@@ -100,7 +100,10 @@ int main(int argc, char** argv) {
   try {
     const options o = parse(argc, argv);
     const auto w = example::make_float_workload(o.layers, o.residual, o.batch);
-    const device_spec spec = find_device("titan-rtx");
+    device_spec spec = find_device("titan-rtx");
+    // Tensors of a few KiB: dtr's and delta's caching allocator scaled to
+    // them (PyTorch's smallest segment, 2 MiB, is many times the budget).
+    spec.allocator = byte_exact_allocator();
     const bytes_t peak = w.p.baseline_peak();
     const bytes_t budget = peak * o.budget_percent / 100;
     const plan planned = find_planner(o.planner).run(w.p, spec, budget, planner_options{});

@@ -165,6 +165,11 @@ struct plan {
   /// empty: none assigned yet.
   std::vector<bytes_t> offsets;
   bytes_t arena_bytes = 0;  ///< the layout's arena: the highest offset + footprint (0: no layout)
+  /// Host time an online allocator spent in driver calls (cudaMalloc of a
+  /// segment, cudaFree of cached ones: runtime/caching_allocator.hpp), µs.
+  /// The calls block the host that issues the actions, so the simulator and
+  /// the validator add it to the run's time (in full: an upper bound).
+  double allocator_us = 0;
 
   [[nodiscard]] std::span<const index_t> waits_of(std::size_t a) const {
     const auto b = static_cast<std::size_t>(wait_begin[a]);

@@ -44,11 +44,13 @@ class plan_builder {
   ~plan_builder() = default;
 
   /// `part` >= 0: micro-op `part` of `parts` (plan.hpp's comment).
-  index_t compute(index_t step, index_t parts = 1, index_t part = no_index) {
-    return add({action_kind::compute, step, no_index, parts, part});
+  /// `after`: more actions to wait for (an online allocator's reuse of
+  /// bytes that actions on other streams still hold).
+  index_t compute(index_t step, index_t parts = 1, index_t part = no_index, std::span<const index_t> after = {}) {
+    return add({action_kind::compute, step, no_index, parts, part}, after);
   }
-  index_t recompute(index_t step, index_t parts = 1, index_t part = no_index) {
-    return add({action_kind::recompute, step, no_index, parts, part});
+  index_t recompute(index_t step, index_t parts = 1, index_t part = no_index, std::span<const index_t> after = {}) {
+    return add({action_kind::recompute, step, no_index, parts, part}, after);
   }
   /// `after`: more actions to wait for. Copy streams run ahead of the
   /// compute stream, so a swap starts as soon as its events fire; a prefetch

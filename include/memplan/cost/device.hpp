@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "memplan/cost/allocator_spec.hpp"
 #include "memplan/fwd.hpp"
 
 namespace memplan {
@@ -32,6 +33,8 @@ struct device_spec {
   /// Every device allocation starts at a multiple of this and takes its
   /// bytes rounded up to it (256: what cudaMalloc guarantees). A power of two.
   bytes_t alignment = 256;
+  /// The allocator model of the online policies (runtime/caching_allocator.hpp).
+  allocator_spec allocator;
 };
 
 }  // namespace memplan

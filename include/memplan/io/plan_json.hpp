@@ -63,6 +63,7 @@ class plan_reader {
     read_decisions(p.num_tensors());
     read_offloaded_state();
     read_layout();
+    if (top_.has("allocator_us")) plan_.allocator_us = top_.non_negative_number("allocator_us");
     read_actions(top_.array("actions"));
   }
 
@@ -220,6 +221,7 @@ class plan_reader {
               {"actions", std::move(actions)}};
   if (!offloaded.empty()) doc["offloaded_state"] = std::move(offloaded);
   if (!pl.offsets.empty()) doc["layout"] = {{"arena_bytes", pl.arena_bytes}, {"offsets", pl.offsets}};
+  if (pl.allocator_us > 0) doc["allocator_us"] = pl.allocator_us;
   return doc;
 }
 

@@ -37,6 +37,7 @@ namespace memplan::io {
       {"stall_s", r.stall_us / us_per_s},
       {"recompute_s", r.recompute_us / us_per_s},
   };
+  if (r.allocator_us > 0) j["allocator_s"] = r.allocator_us / us_per_s;
   if (!r.feasible) {
     j["failure_kind"] = std::string(to_string(r.kind));
     j["failure"] = r.failure;

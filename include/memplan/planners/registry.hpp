@@ -41,10 +41,18 @@ struct planner_entry {
 namespace detail {
 /// Every registered planner runs here (the CLI's `plan`, `compare`,
 /// `maxbatch`, `auto`'s portfolio and `--seed-with`): a plan it calls
-/// feasible has passed the validator (confirm_valid).
+/// feasible has passed the validator (confirm_valid). A planner that lays
+/// out its own plans (`static constexpr bool lays_out = true`: the online
+/// policies' allocator) keeps its layout and its own verdict on it; the
+/// others get one from with_layout.
 template <planner P>
 plan run_planner(const problem& p, const device_spec& d, bytes_t budget, const planner_options& o) {
-  plan pl = with_layout([&](bytes_t target) { return P{}(p, d, target, o); }, p, d, budget);
+  plan pl;
+  if constexpr (requires { P::lays_out; }) {
+    pl = P{}(p, d, budget, o);
+  } else {
+    pl = with_layout([&](bytes_t target) { return P{}(p, d, target, o); }, p, d, budget);
+  }
   confirm_valid(p, pl, d, budget);
   return pl;
 }

@@ -56,6 +56,7 @@ struct report {
   /// time = baseline + recompute + split extra + stall.
   double stall_us = 0;
   double recompute_us = 0;  ///< total duration of recompute actions
+  double allocator_us = 0;  ///< the plan's allocator driver time (plan::allocator_us), in time_us and stall_us
 
   index_t recomputed_ops = 0;  ///< recompute actions
   index_t split_ops = 0;       ///< compute / recompute actions with parts > 1

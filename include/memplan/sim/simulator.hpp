@@ -122,7 +122,9 @@ class simulator {
     r.baseline_time_us = p.baseline_time_us();
     bool needs_rerun = false;  // for `need`: pass 1 must run again, without a budget
     if (need != nullptr) *need = {};
-    if (resolve(p, pl, dev, r)) {
+    if (!(pl.allocator_us >= 0 && pl.allocator_us < never)) {
+      fail(detail::concat("allocator_us must be a finite number >= 0, got ", pl.allocator_us), r);
+    } else if (resolve(p, pl, dev, r)) {
       const bool unbounded = run_unbounded(pl, need != nullptr ? unlimited : budget, opts, r);
       if (unbounded && need != nullptr) *need = {true, r.peak_bytes, r.time_us};
       timed_ = !unbounded || r.peak_bytes > budget;
@@ -131,6 +133,10 @@ class simulator {
         execute(p, pl, budget, opts, r);
         needs_rerun = need != nullptr && !unbounded && r.kind != failure_kind::none;
       }
+      // plan.hpp: the allocator's driver calls block the host.
+      r.allocator_us = pl.allocator_us;
+      r.time_us += pl.allocator_us;
+      r.stall_us += pl.allocator_us;
       if (opts.record_timeline) {
         record_start_order();
         for (std::size_t i = 0; i < pl.actions.size(); ++i) {

@@ -142,6 +142,10 @@ struct shape_check : reading {
       check_waits_point_back(a);
     }
     check_offloaded_list();
+    // plan.hpp: the allocator's driver time is a time.
+    if (!(pl.allocator_us >= 0 && pl.allocator_us < std::numeric_limits<double>::infinity())) {
+      error(concat("allocator_us must be a finite number >= 0, got ", pl.allocator_us));
+    }
     return v.ok;
   }
 
@@ -741,6 +745,7 @@ struct checker : reading {
       }
       now = next;
     }
+    v.time_us += pl.allocator_us;  // plan.hpp: the allocator's driver calls block the host
   }
 
   // plan.hpp: the tensors on the device at time 0 fit the budget.

@@ -169,6 +169,7 @@ class delta_policy {
 static_assert(detail::dtr::eviction_policy<delta_policy>);
 
 struct delta_planner {
+  static constexpr bool lays_out = true;  ///< its allocator's layout (dtr/online.hpp)
   static constexpr std::array<std::string_view, 4> option_names{"filter", "link-efficiency", "early-start",
                                                                 "prefetch"};
 
@@ -192,7 +193,7 @@ struct delta_planner {
 
   plan operator()(const problem& p, const device_spec& dev, bytes_t budget, const planner_options& o) const {
     delta_policy policy(dev, read_settings(o));
-    plan pl = detail::dtr::run_online(p, budget, policy, "delta", o.time_limit_s).result;
+    plan pl = detail::dtr::run_online(p, dev, budget, policy, "delta", o.time_limit_s).result;
     if (pl.feasible) detail::judge(p, pl, dev);
     return pl;
   }
