@@ -114,6 +114,16 @@ TEST_CASE("auto's portfolio option and time limit") {
                                            "out before 9 more)"),
                 starved.reason);
 
+  // An online policy's plan keeps its allocator's layout through auto.
+  o.extra["portfolio"] = "dtr";
+  const plan online = find_planner("auto").run(p, dev, budget, o);
+  const plan dtr = find_planner("dtr").run(p, dev, budget, {});
+  REQUIRE(dtr.feasible);
+  REQUIRE(online.feasible);
+  CHECK(online.offsets == dtr.offsets);
+  CHECK(online.arena_bytes == dtr.arena_bytes);
+  CHECK(online.allocator_us == dtr.allocator_us);
+
   o.extra["portfolio"] = "none,auto";
   CHECK_THROWS_WITH_AS(find_planner("auto").run(p, dev, budget, o),
                        "auto: --portfolio takes a comma-separated list of other planners, got 'none,auto'",

@@ -31,6 +31,9 @@ namespace memplan {
 /// the registry supplies it.
 struct portfolio_planner {
   static constexpr std::array<std::string_view, 1> option_names{"portfolio"};
+  /// Its members are registered planners: their plans come laid out (the
+  /// online policies' by their allocator), so the registry keeps the layout.
+  static constexpr bool lays_out = true;
   static constexpr std::string_view default_portfolio =
       "none,capuchin,tsplit,dtr,delta,checkpoint,superneurons,vdnn-conv,vdnn-all,revolve";
 
