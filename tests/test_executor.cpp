@@ -353,6 +353,21 @@ TEST_CASE("executor: dtr and delta run at their allocator's offsets in an arena 
   CHECK(recomputes > 0);
 }
 
+namespace {
+
+/// Generated graph `seed`: its shape by the seed, 4 + seed % `spread`
+/// forward ops, tensors of 1 B to 100 kB (odd seeds) or 256 B to 1 MiB.
+problem generated(std::uint64_t seed, std::uint64_t spread) {
+  testing::graph_options o;
+  o.shape = static_cast<testing::graph_shape>(seed % testing::graph_shape_names.size());
+  o.forward_ops = static_cast<int>(4 + seed % spread);
+  o.min_bytes = seed % 2 != 0 ? 1 : 256;
+  o.max_bytes = seed % 2 != 0 ? 100'000 : bytes_t{1} << 20;
+  return compile(testing::random_training_graph(o, seed));
+}
+
+}  // namespace
+
 TEST_CASE("executor: tsplit's micro-op plans on generated graphs read what the unplanned run reads") {
   // Tensor sizes from 1 B to 100 kB or 256 B to 1 MiB: micro-tensors of any
   // byte count, splits in place at unaligned offsets. The digest check
@@ -361,12 +376,7 @@ TEST_CASE("executor: tsplit's micro-op plans on generated graphs read what the u
   int micro_plans = 0, failed = 0;
   index_t micro = 0;
   for (std::uint64_t seed = 1; seed <= 40; ++seed) {
-    testing::graph_options o;
-    o.shape = static_cast<testing::graph_shape>(seed % testing::graph_shape_names.size());
-    o.forward_ops = static_cast<int>(4 + seed % 40);
-    o.min_bytes = seed % 2 != 0 ? 1 : 256;
-    o.max_bytes = seed % 2 != 0 ? 100'000 : bytes_t{1} << 20;
-    const problem p = compile(testing::random_training_graph(o, seed));
+    const problem p = generated(seed, 40);
     for (const double fraction : {0.9, 0.75, 0.6, 0.5}) {
       const auto budget = static_cast<bytes_t>(static_cast<double>(p.baseline_peak()) * fraction);
       const plan pl = find_planner("tsplit").run(p, dev, budget, planner_options{});
@@ -395,12 +405,7 @@ TEST_CASE("executor: every planner's plans on generated graphs run in an arena o
   int runs = 0, failed = 0;
   index_t compactions = 0;
   for (std::uint64_t seed = 1; seed <= 12; ++seed) {
-    testing::graph_options o;
-    o.shape = static_cast<testing::graph_shape>(seed % testing::graph_shape_names.size());
-    o.forward_ops = static_cast<int>(4 + seed % 20);
-    o.min_bytes = seed % 2 != 0 ? 1 : 256;
-    o.max_bytes = seed % 2 != 0 ? 100'000 : bytes_t{1} << 20;
-    const problem p = compile(testing::random_training_graph(o, seed));
+    const problem p = generated(seed, 20);
     for (const double fraction : {1.2, 0.9, 0.7}) {
       const auto budget = static_cast<bytes_t>(static_cast<double>(p.baseline_peak()) * fraction);
       for (const planner_entry& e : planners()) {
