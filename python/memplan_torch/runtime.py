@@ -1,0 +1,419 @@
+"""A training step that follows a memplan plan (plan.hpp's action list) inside PyTorch.
+
+The step runs under a TorchDispatchMode that numbers the ATen ops exactly as
+the exporter did (trace.py), and under torch.autograd.graph.saved_tensors_hooks:
+autograd keeps a handle (tensor id and view) instead of each saved tensor,
+and the runner alone holds the device copies. Before op i runs, the runner has
+carried out every action the plan issues before compute(i), in issue order:
+- swap_out(t): t's storage is copied to a host store (pinned memory on its own
+  CUDA stream where there is a GPU) and the runner drops the device copy;
+- swap_in(t): a new device storage is filled from the host copy;
+- free(t): the device copy is dropped (t is recomputed later or dead);
+- recompute(s): op s runs again on the tensors the plan brought back; an
+  in-place op runs on a copy of its input (that copy is the new version),
+  and batch norm writes its running statistics into scratch copies, so no
+  side effect happens twice.
+A tensor's device copy is also dropped after the last action that reads it
+(plan.hpp: released automatically), as in the simulator.
+
+The accountant measures, after every op and action, the bytes of every
+storage of the graph that is still alive -- held by the runner, by autograd
+or by the model's Python code (weak references tell) -- and not moved to the
+host: what would be on the device. On CUDA, torch.cuda.max_memory_allocated
+is reported beside it.
+"""
+
+import weakref
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from .trace import OpEffect, storage_bytes, storage_key, tensors_in, training_step, written_positions, \
+    without_profiler_annotations
+from .exporter import persistent_tensors
+
+
+class PlanError(ValueError):
+    """A plan or graph the runner cannot follow; the message names the op or tensor."""
+
+
+class _Ref:
+    """A tensor argument of a recorded op: which graph tensor, and the view of it."""
+    __slots__ = ("tid", "size", "stride", "offset", "dtype")
+
+    def __init__(self, tid, t):
+        self.tid, self.size, self.stride, self.offset, self.dtype = \
+            tid, tuple(t.shape), tuple(t.stride()), t.storage_offset(), t.dtype
+
+
+def _template(value, tid_of):
+    if isinstance(value, torch.Tensor):
+        return _Ref(tid_of(value), value) if storage_bytes(value) else value
+    if isinstance(value, (list, tuple)):
+        return type(value)(_template(v, tid_of) for v in value)
+    return value
+
+
+class PlannedStep:
+    """`step(inputs, target)`: one training step (forward, backward,
+    optimizer step) of `model` that follows `plan`, a memplan-plan document
+    made for `graph`, the memplan-graph document `export` wrote for this
+    model, optimizer, loss and batch shape. Returns the loss; `report` then
+    holds what the accountant measured."""
+
+    def __init__(self, model, optimizer, loss_fn, graph, plan):
+        self.model, self.optimizer, self.loss_fn = model, optimizer, loss_fn
+        self.graph, self.plan = graph, plan
+        self.tensors = graph["tensors"]
+        self.ops = {op["id"]: op for op in graph["ops"]}
+        self.order = graph.get("schedule") or [op["id"] for op in graph["ops"]]
+        self.actions = plan["actions"]
+        self._check_plan()
+        self.report = None
+
+    def _check_plan(self):
+        if self.plan.get("format") != "memplan-plan":
+            raise PlanError("plan: not a memplan-plan document (its 'format' field)")
+        if not self.plan.get("feasible", True):
+            raise PlanError(f"plan: the {self.plan.get('planner')} plan is not feasible: {self.plan.get('reason')}")
+        if self.plan.get("offloaded_state"):
+            raise PlanError("plan: offloaded_state (parameters kept in host memory) is not run in PyTorch: "
+                            "memplan_torch leaves parameters where the model keeps them")
+        for a in self.actions:
+            if a.get("parts", 1) > 1:
+                op = self.ops[a["op"]] if "op" in a else self.tensors[a["tensor"]]
+                raise PlanError(f"plan: '{op['name']}' is split into {a['parts']} micro-batches; "
+                                "memplan_torch runs ops whole")
+        # The last action that reads each tensor: its device copy goes after it.
+        self.release_after = {}
+        last = {}
+        for i, a in enumerate(self.actions):
+            if a["kind"] in ("compute", "recompute"):
+                op = self.ops[a["op"]]
+                for t in op["inputs"] + op["outputs"]:
+                    last[t] = i
+        for t, i in last.items():
+            self.release_after.setdefault(i, []).append(t)
+
+    def __call__(self, inputs, target):
+        inputs = inputs if isinstance(inputs, tuple) else (inputs,)
+        runner = _Runner(self, persistent_tensors(self.model, self.optimizer, inputs, target))
+        with without_profiler_annotations(), \
+                torch.autograd.graph.saved_tensors_hooks(runner.pack, runner.unpack), runner:
+            runner.advance()
+            loss = training_step(self.model, inputs, target, self.loss_fn, self.optimizer)
+        runner.finish()
+        self.report = runner.report()
+        return loss
+
+
+class _Runner(TorchDispatchMode):
+    def __init__(self, step, persistent):
+        super().__init__()
+        self.s = step
+        self.internal = False
+        self.current = {}     # storage key -> id of the tensor version it holds
+        self.resident = {}    # tensor id -> a tensor over its whole device storage (the runner's copy)
+        self.host = {}        # tensor id -> its host copy, while its storage is shrunk to nothing
+        self.parked = {}      # tensor id -> the accountant's references to it while in host memory
+        self.recipes = {}     # op id -> (func, argument templates)
+        self.watched = {}     # storage key -> (bytes, weak references to tensors on it)
+        self.next = 0         # position in the schedule of the next op
+        self.ap = 0           # the next action
+        self.peak = self.swapped = self.recomputed = self.early = 0
+        self.done = set()     # actions carried out ahead of their turn (_early)
+        self.shrinking = []   # (id, tensor) swapped out, to shrink when the next autograd node begins
+        self.stream = torch.cuda.Stream() if torch.cuda.is_available() else None
+        for tid, (t, name, _) in enumerate(persistent):
+            want = step.tensors[tid]
+            if want["name"] != name or want["bytes"] != storage_bytes(t):
+                raise PlanError(f"graph: tensor {tid} is '{want['name']}' of {want['bytes']} bytes; this model "
+                                f"has '{name}' of {storage_bytes(t)} bytes there: was the graph exported from "
+                                "this model, optimizer and batch?")
+            self.current[storage_key(t)] = tid
+        self.state = {tid: t for tid, (t, _, _) in enumerate(persistent)}  # never released
+        self.persistent = set(self.state)
+        self.state_bytes = sum(storage_bytes(t) for t in self.state.values())
+
+    # ---- the ATen ops of the step ------------------------------------------------
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if self.internal:
+            return func(*args, **kwargs)
+        refs = None
+        if self.next < len(self.s.order) and self.s.ops[self.s.order[self.next]].get("aten") == func.overloadpacket.__name__:
+            self.advance()  # the actions issued before this op's compute
+            if self.s.ops[self.s.order[self.next]]["phase"] != "backward":
+                self._shrink_swapped()
+        out = func(*args, **kwargs)
+        effect = OpEffect(func, args, kwargs, out)
+        self._watch(tensors_in((args, kwargs, out)))
+        if not effect.is_op:
+            return out
+        if self.next >= len(self.s.order):
+            raise PlanError(f"the step ran more ops than the graph has ({len(self.s.order)}): '{effect.name}'")
+        op = self.s.ops[self.s.order[self.next]]
+        if op.get("aten", effect.name) != effect.name:
+            raise PlanError(f"the step left the exported graph at op {op['id']} ('{op['name']}'): it ran "
+                            f"'{effect.name}'; export the graph again from this model and batch")
+        action = self.s.actions[self.ap] if self.ap < len(self.s.actions) else None
+        if action is None or action["kind"] != "compute" or action["op"] != op["id"]:
+            raise PlanError(f"plan: op '{op['name']}' runs where the plan issues {action}")
+        if op["phase"] == "forward" and op.get("recomputable", True):
+            refs = _template((args, kwargs), self._tid)
+        by_key = {storage_key(t): t for t in tensors_in((args, kwargs)) if storage_bytes(t)}
+        made = [by_key[k] for k in effect.writes if self.current.get(k) not in self.persistent] + effect.made
+        self._hold(op, made)
+        if refs is not None:
+            self.recipes[op["id"]] = (func, refs)
+        self.next += 1
+        self._passed(self.ap)
+        self.ap += 1
+        return out
+
+    def _tid(self, t):
+        k = storage_key(t)
+        if k not in self.current:
+            raise PlanError(f"a storage of {storage_bytes(t)} bytes reached an op without being made by one")
+        return self.current[k]
+
+    def _hold(self, op, made):
+        if len(made) != len(op["outputs"]):
+            raise PlanError(f"op '{op['name']}' made {len(made)} tensors; the graph says {len(op['outputs'])}")
+        for tid, t in zip(op["outputs"], made):
+            self._keep(tid, t)
+
+    def _keep(self, tid, t):
+        """The runner holds the storage, not the tensor: AccumulateGrad steals
+        a gradient only when no one else holds the tensor."""
+        self.current[storage_key(t)] = tid
+        self.resident[tid] = t.storage()
+        self.watched[storage_key(t)] = (storage_bytes(t), [weakref.ref(t)])
+
+    # ---- the plan's other actions ------------------------------------------------
+
+    def advance(self):
+        """Carries out the actions issued before the next compute. They run
+        when the next op is about to start (or autograd unpacks its saved
+        tensors), not as soon as the previous op ends: PyTorch makes views of
+        an op's outputs after it (a `.t()` in a backward formula), and those
+        must find the storage whole."""
+        actions = self.s.actions
+        while self.ap < len(actions) and actions[self.ap]["kind"] != "compute":
+            if self.ap not in self.done:
+                a = actions[self.ap]
+                getattr(self, "_" + a["kind"])(a)
+            self._passed(self.ap)
+            self.ap += 1
+        self._account()
+
+    def _early(self, tid):
+        """A backward node unpacks all its saved tensors before its first op;
+        where the plan brings one back only before a later op of that node,
+        its swap-in runs now (counted in the report as early)."""
+        for i in range(self.ap, len(self.s.actions)):
+            a = self.s.actions[i]
+            if a["kind"] == "swap_in" and a["tensor"] == tid and i not in self.done:
+                self._swap_in(a)
+                self.done.add(i)
+                self.early += 1
+                return
+
+    def _passed(self, i):
+        for tid in self.s.release_after.get(i, ()):
+            if tid not in self.persistent:
+                self.resident.pop(tid, None)
+        self._account()
+
+    def _storage(self, tid):
+        if tid in self.resident:
+            return self.resident[tid]
+        return self.state[tid].storage() if tid in self.state else None
+
+    def _on_device(self, a):
+        """The storage of `a`'s tensor, which must be on the device."""
+        tid = a["tensor"]
+        storage = self._storage(tid)
+        if storage is None or tid in self.host:
+            raise PlanError(f"plan: {a['kind']} of '{self.s.tensors[tid]['name']}', which is not on the device")
+        return tid, storage
+
+    def _whole(self, storage):
+        """A tensor over all of `storage` (not counted as an op)."""
+        self.internal = True
+        try:
+            return torch.empty(0, dtype=storage.dtype, device=storage.device).set_(storage)
+        finally:
+            self.internal = False
+
+    def _swap_out(self, a):
+        """Copies the storage to the host and shrinks it to nothing in place:
+        every tensor on it (autograd's, the model's) stays valid and gets its
+        bytes back at the swap-in."""
+        tid, storage = self._on_device(a)
+        whole = self._whole(storage)
+        self.internal = True
+        try:
+            host = torch.empty(whole.shape, dtype=whole.dtype, pin_memory=whole.is_cuda)
+            if self.stream is not None and whole.is_cuda:
+                self.stream.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(self.stream):
+                    host.copy_(whole, non_blocking=True)
+                self.stream.synchronize()
+            else:
+                host.copy_(whole)
+        finally:
+            self.internal = False
+        self.host[tid] = host
+        self.swapped += storage.nbytes()
+        if tid in self.state:
+            self._shrink(tid, storage)
+        else:
+            self.shrinking.append((tid, storage))
+
+    def _shrink(self, tid, storage):
+        self.parked[tid] = self.watched.pop(storage.data_ptr(), (storage.nbytes(), []))[1]
+        storage.resize_(0)
+
+    def _shrink_swapped(self):
+        """Shrinks the storages swapped out since the last autograd node
+        began. The node that made a tensor may still take views of it after
+        its last op (AddmmBackward's `.t()` of the weight gradient), and a
+        view of a shrunk storage is an error; the next node cannot."""
+        for tid, storage in self.shrinking:
+            if tid in self.host:
+                self._shrink(tid, storage)
+        self.shrinking = []
+
+    def _swap_in(self, a):
+        tid = a["tensor"]
+        if tid not in self.host:
+            raise PlanError(f"plan: swap_in of '{self.s.tensors[tid]['name']}' without a host copy")
+        host = self.host.pop(tid)
+        storage = self._storage(tid)
+        if storage.nbytes() == 0:
+            storage.resize_(host.numel())
+        whole = self._whole(storage)
+        self.internal = True
+        try:
+            if self.stream is not None and whole.is_cuda:
+                with torch.cuda.stream(self.stream):
+                    whole.copy_(host, non_blocking=True)
+                torch.cuda.current_stream().wait_stream(self.stream)
+            else:
+                whole.copy_(host)
+        finally:
+            self.internal = False
+        self.current[storage.data_ptr()] = tid
+        self.watched[storage.data_ptr()] = (storage.nbytes(), self.parked.pop(tid, []) + [weakref.ref(whole)])
+
+    def _free(self, a):
+        tid, _ = self._on_device(a)
+        if tid in self.state:
+            raise PlanError(f"plan: free of persistent tensor '{self.s.tensors[tid]['name']}'")
+        self.resident.pop(tid)
+
+    def _recompute(self, a):
+        op = self.s.ops[a["op"]]
+        if op["id"] not in self.recipes:
+            raise PlanError(f"plan: recompute of '{op['name']}', which is not recomputable")
+        func, refs = self.recipes[op["id"]]
+        args, kwargs = self._resolve(refs, op)
+        written = written_positions(func, args)
+        args = tuple(self._scratch(v) if i in written else v for i, v in enumerate(args))
+        self.internal = True
+        try:
+            out = func(*args, **kwargs)
+        finally:
+            self.internal = False
+        versions = [args[i] for i in sorted(written) if refs[0][i].tid not in self.persistent]
+        made = versions + OpEffect(func, args, kwargs, out).made
+        missing = [(tid, t) for tid, t in zip(op["outputs"], made) if tid not in self.resident]
+        if len(made) != len(op["outputs"]):
+            raise PlanError(f"recomputed '{op['name']}' made {len(made)} tensors; the graph says "
+                            f"{len(op['outputs'])}")
+        for tid, t in missing:
+            self._keep(tid, t)
+        self.recomputed += 1
+
+    def _scratch(self, value):
+        self.internal = True
+        try:
+            return value.clone() if isinstance(value, torch.Tensor) else value
+        finally:
+            self.internal = False
+
+    def _resolve(self, value, op):
+        if isinstance(value, _Ref):
+            return self._view(value, f"recomputing '{op['name']}'")
+        if isinstance(value, (list, tuple)):
+            return type(value)(self._resolve(v, op) for v in value)
+        if isinstance(value, dict):
+            return {k: self._resolve(v, op) for k, v in value.items()}
+        return value
+
+    def _view(self, ref, purpose):
+        base = self._storage(ref.tid)
+        if base is None or ref.tid in self.host:
+            where = "in host memory" if ref.tid in self.host else "freed"
+            raise PlanError(f"{purpose} needs '{self.s.tensors[ref.tid]['name']}', which the plan left {where}")
+        self.internal = True
+        try:
+            view = torch.empty(0, dtype=ref.dtype, device=base.device)
+            view.set_(base, ref.offset, ref.size, ref.stride)
+        finally:
+            self.internal = False
+        self._watch([view])
+        return view
+
+    # ---- autograd's saved tensors ------------------------------------------------
+
+    def pack(self, t):
+        k = storage_key(t) if storage_bytes(t) else None
+        tid = self.current.get(k)
+        if tid is None or tid in self.persistent or tid not in self.resident:
+            return t
+        return _Ref(tid, t)
+
+    def unpack(self, handle):
+        self.advance()
+        self._shrink_swapped()
+        if isinstance(handle, torch.Tensor):
+            return handle
+        if handle.tid in self.host:
+            self._early(handle.tid)
+        return self._view(handle, f"the backward of op {self.s.order[min(self.next, len(self.s.order) - 1)]}")
+
+    # ---- the accountant ----------------------------------------------------------
+
+    def _watch(self, tensors):
+        for t in tensors:
+            if storage_bytes(t) and storage_key(t) in self.watched:
+                self.watched[storage_key(t)][1].append(weakref.ref(t))
+
+    def _account(self):
+        held = {st.data_ptr() for st in self.resident.values()}
+        live = self.state_bytes - sum(self.s.tensors[t]["bytes"] for t in self.host if t in self.state)
+        for k, (size, refs) in list(self.watched.items()):
+            alive = [r for r in refs if r() is not None]
+            if alive or k in held:
+                live += size
+                self.watched[k] = (size, alive)
+            else:
+                del self.watched[k]
+        self.peak = max(self.peak, live)
+
+    def finish(self):
+        self.advance()
+        self._shrink_swapped()
+        if self.next != len(self.s.order) or self.ap != len(self.s.actions):
+            raise PlanError(f"the step ran {self.next} of the graph's {len(self.s.order)} ops")
+
+    def report(self):
+        out = {"accounted_peak_bytes": self.peak, "swapped_out_bytes": self.swapped,
+               "recomputed_ops": self.recomputed,
+               "early_swap_ins": self.early}
+        if torch.cuda.is_available():
+            out["cuda_max_memory_allocated_bytes"] = torch.cuda.max_memory_allocated()
+        return out
