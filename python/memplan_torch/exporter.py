@@ -155,10 +155,18 @@ def export(model, example_inputs, target, loss_fn, optimizer, *, device=None, ti
     recorder = Recorder(persistent_tensors(model, optimizer, inputs, target), timer)
     with without_profiler_annotations(), recorder:
         training_step(model, inputs, target, loss_fn, optimizer, on_phase=lambda p: setattr(recorder, "phase", p))
+    grads = []
     for pname, p in model.named_parameters():
         if p.grad is not None and storage_key(p.grad) in recorder.current:
-            entry = recorder.tensors[recorder.current[storage_key(p.grad)]]
-            entry.update(name=pname + ".grad", kind="parameter_gradient")
+            grads.append(recorder.current[storage_key(p.grad)])
+            recorder.tensors[grads[-1]].update(name=pname + ".grad", kind="parameter_gradient")
+    # What the caller still holds when the step returns: `.grad` (the next
+    # step's zero_grad releases it) and the batch. A last op that reads them
+    # keeps them live to the end, as in PyTorch; it runs no ATen op (no
+    # `aten` field) and takes no time.
+    batch = [t["id"] for t in recorder.tensors if t["kind"] == "input"]
+    recorder.ops.append({"id": len(recorder.ops), "name": "update.step_end", "type": "step_end",
+                         "phase": "update", "time_us": 0, "inputs": batch + grads, "outputs": []})
     source = {"cpu": "CPU wall time", "cuda": "CUDA events", "estimate": f"memplan's roofline for {device}"}[times]
     return {"format": "memplan-graph", "version": 1, "name": name,
             "exporter": f"memplan_torch, torch {torch.__version__}, op times: {source}",

@@ -76,9 +76,6 @@ class PlannedStep:
             raise PlanError("plan: not a memplan-plan document (its 'format' field)")
         if not self.plan.get("feasible", True):
             raise PlanError(f"plan: the {self.plan.get('planner')} plan is not feasible: {self.plan.get('reason')}")
-        if self.plan.get("offloaded_state"):
-            raise PlanError("plan: offloaded_state (parameters kept in host memory) is not run in PyTorch: "
-                            "memplan_torch leaves parameters where the model keeps them")
         for a in self.actions:
             if a.get("parts", 1) > 1:
                 op = self.ops[a["op"]] if "op" in a else self.tensors[a["tensor"]]
@@ -104,6 +101,7 @@ class PlannedStep:
             loss = training_step(self.model, inputs, target, self.loss_fn, self.optimizer)
         runner.finish()
         self.report = runner.report()
+        runner.restore_offloaded()
         return loss
 
 
@@ -134,6 +132,10 @@ class _Runner(TorchDispatchMode):
         self.state = {tid: t for tid, (t, _, _) in enumerate(persistent)}  # never released
         self.persistent = set(self.state)
         self.state_bytes = sum(storage_bytes(t) for t in self.state.values())
+        # Offloaded state (plan.hpp) starts the step in host memory.
+        for tid in step.plan.get("offloaded_state", []):
+            self._swap_out({"kind": "swap_out", "tensor": tid})
+        self.swapped = 0
 
     # ---- the ATen ops of the step ------------------------------------------------
 
@@ -405,10 +407,27 @@ class _Runner(TorchDispatchMode):
         self.peak = max(self.peak, live)
 
     def finish(self):
+        """After the last ATen op: the graph's last op (`step_end`, which
+        runs no ATen op), then the actions after it."""
         self.advance()
         self._shrink_swapped()
+        while self.next < len(self.s.order) and "aten" not in self.s.ops[self.s.order[self.next]]:
+            action = self.s.actions[self.ap] if self.ap < len(self.s.actions) else None
+            if action is None or action["kind"] != "compute" or action["op"] != self.s.order[self.next]:
+                raise PlanError(f"plan: the graph's last op runs where the plan issues {action}")
+            self.next += 1
+            self._passed(self.ap)
+            self.ap += 1
+            self.advance()
         if self.next != len(self.s.order) or self.ap != len(self.s.actions):
             raise PlanError(f"the step ran {self.next} of the graph's {len(self.s.order)} ops")
+
+    def restore_offloaded(self):
+        """Between steps the model keeps its parameters whole: offloaded
+        state comes back after the accountant has stopped."""
+        for tid in self.s.plan.get("offloaded_state", []):
+            if tid in self.host:
+                self._swap_in({"kind": "swap_in", "tensor": tid})
 
     def report(self):
         out = {"accounted_peak_bytes": self.peak, "swapped_out_bytes": self.swapped,
