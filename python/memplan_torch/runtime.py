@@ -113,6 +113,7 @@ class _Runner(TorchDispatchMode):
         self.current = {}     # storage key -> id of the tensor version it holds
         self.resident = {}    # tensor id -> a tensor over its whole device storage (the runner's copy)
         self.host = {}        # tensor id -> its host copy, while its storage is shrunk to nothing
+        self.copies = {}      # persistent tensor id -> its host copy after a swap-in (a later free needs no copy)
         self.parked = {}      # tensor id -> the accountant's references to it while in host memory
         self.recipes = {}     # op id -> (func, argument templates)
         self.watched = {}     # storage key -> (bytes, weak references to tensors on it)
@@ -191,6 +192,7 @@ class _Runner(TorchDispatchMode):
         a gradient only when no one else holds the tensor."""
         self.current[storage_key(t)] = tid
         self.resident[tid] = t.storage()
+        self.host.pop(tid, None)  # a recomputed copy supersedes a host copy
         self.watched[storage_key(t)] = (storage_bytes(t), [weakref.ref(t)])
 
     # ---- the plan's other actions ------------------------------------------------
@@ -293,6 +295,8 @@ class _Runner(TorchDispatchMode):
         if tid not in self.host:
             raise PlanError(f"plan: swap_in of '{self.s.tensors[tid]['name']}' without a host copy")
         host = self.host.pop(tid)
+        if tid in self.state:
+            self.copies[tid] = host
         storage = self._storage(tid)
         if storage.nbytes() == 0:
             storage.resize_(host.numel())
@@ -311,10 +315,16 @@ class _Runner(TorchDispatchMode):
         self.watched[storage.data_ptr()] = (storage.nbytes(), self.parked.pop(tid, []) + [weakref.ref(whole)])
 
     def _free(self, a):
-        tid, _ = self._on_device(a)
-        if tid in self.state:
-            raise PlanError(f"plan: free of persistent tensor '{self.s.tensors[tid]['name']}'")
-        self.resident.pop(tid)
+        if a["tensor"] not in self.resident and a["tensor"] not in self.state:
+            return  # released already: its last reader has ended (plan.hpp)
+        tid, storage = self._on_device(a)
+        if tid not in self.state:
+            self.resident.pop(tid)
+        elif tid in self.copies:  # plan.hpp: a host copy holds its latest update
+            self.host[tid] = self.copies.pop(tid)
+            self._shrink(tid, storage)
+        else:
+            raise PlanError(f"plan: free of persistent tensor '{self.s.tensors[tid]['name']}' without a host copy")
 
     def _recompute(self, a):
         op = self.s.ops[a["op"]]
