@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -339,6 +340,14 @@ py::list actions_of(const plan_handle& h) {
   return out;
 }
 
+/// The names of a table's rows (devices, planners, models).
+template <class Rows, class Name>
+std::vector<std::string> names_of(const Rows& rows, Name name) {
+  std::vector<std::string> out;
+  for (const auto& row : rows) out.emplace_back(std::invoke(name, row));
+  return out;
+}
+
 // ---- the roofline ----
 
 math_mode read_math(std::string_view math) {
@@ -475,25 +484,9 @@ PYBIND11_MODULE(memplan, m) {
         "plan's own when None.");
   m.def("validate", &validate, py::arg("graph"), py::arg("plan"), py::arg("budget"), py::arg("device") = "titan-rtx",
         "Checks a plan as `memplan validate --json`: {valid, errors, peak_bytes, time_s[, failure_kind]}.");
-  m.def(
-      "devices",
-      [] {
-        std::vector<std::string> names;
-        for (const auto& d : mp::devices()) names.push_back(d.name);
-        return names;
-      },
-      "The named devices.");
-  m.def(
-      "planners",
-      [] {
-        std::vector<std::string> names;
-        for (const auto& e : mp::planners()) names.emplace_back(e.name);
-        return names;
-      },
-      "The registered planners.");
-  m.def(
-      "models", [] { return std::vector<std::string>(mp::model::names().begin(), mp::model::names().end()); },
-      "The zoo's models.");
+  m.def("devices", [] { return names_of(mp::devices(), &mp::device_spec::name); }, "The named devices.");
+  m.def("planners", [] { return names_of(mp::planners(), &mp::planner_entry::name); }, "The registered planners.");
+  m.def("models", [] { return names_of(mp::model::names(), std::identity{}); }, "The zoo's models.");
   m.def("estimate_time_us", &estimate_time_us, py::arg("device"), py::arg("flops"), py::arg("bytes"),
         py::arg("gemm") = true, py::arg("math") = "fp32",
         "memplan's roofline time in µs of one kernel on a named device (cost/roofline.hpp): launch + "
