@@ -19,7 +19,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iomanip>
@@ -38,6 +37,7 @@
 #include "memplan/io/dtr_log.hpp"
 #include "memplan/io/graph_json.hpp"
 #include "memplan/io/plan_json.hpp"
+#include "memplan/io/planned.hpp"
 #include "memplan/io/report_json.hpp"
 #include "memplan/io/size.hpp"
 #include "memplan/io/trace.hpp"
@@ -107,17 +107,8 @@ model::options read_model_options(const arguments& args) {
   o.seq_len = static_cast<int>(args.integer("seq-len", o.seq_len, 0, 1 << 24));
   o.layers = static_cast<int>(args.integer("layers", o.layers, 0, 1 << 24));
   o.cifar = args.has("cifar");
-  if (const auto t = args.get("dtype")) {
-    if (*t == "fp32") o.type = model::dtype::fp32;
-    else if (*t == "fp16") o.type = model::dtype::fp16;
-    else if (*t == "bf16") o.type = model::dtype::bf16;
-    else throw invalid_argument(memplan::detail::concat("--dtype: '", *t, "' is not one of fp32, fp16, bf16"));
-  }
-  if (const auto t = args.get("optimizer")) {
-    if (*t == "sgd") o.opt = model::optimizer::sgd_momentum;
-    else if (*t == "adam") o.opt = model::optimizer::adam;
-    else throw invalid_argument(memplan::detail::concat("--optimizer: '", *t, "' is not one of sgd, adam"));
-  }
+  if (const auto t = args.get("dtype")) o.type = parse_dtype(*t);
+  if (const auto t = args.get("optimizer")) o.opt = parse_optimizer(*t);
   return o;
 }
 
@@ -156,84 +147,7 @@ bytes_t read_budget(const arguments& args, const problem& p) {
 std::optional<bytes_t> read_host_memory(const arguments& args) {
   const auto text = args.get("host-memory");
   if (!text) return std::nullopt;
-  const size_spec s = parse_size(*text);
-  MEMPLAN_EXPECTS(!s.is_percent, invalid_argument, "--host-memory: '", *text,
-                  "' is a percentage of the device's baseline peak; give the host's bytes (e.g. 256GiB)");
-  return s.bytes;
-}
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-struct planned {
-  plan result;
-  report sim;
-  double planning_time_s = 0;
-  /// Host memory its host copies need at once, offloaded state included
-  /// (the executor's pinned pool, runtime::pinned_bytes); 0 unless it fits.
-  bytes_t host_bytes = 0;
-  std::string host_failure;  ///< why it does not fit `--host-memory`, or empty
-};
-
-planned run_planner(const planner_entry& planner, const problem& p, const device_spec& d, bytes_t budget,
-                    const planner_options& options, bool timeline, std::optional<bytes_t> host_memory) {
-  const auto start = std::chrono::steady_clock::now();
-  plan result = planner.run(p, d, budget, options);
-  const double planning_time_s = seconds_since(start);
-  simulate_options so;
-  so.record_timeline = timeline;
-  so.record_memory = timeline;
-  report sim = simulate(p, result, d, budget, so);
-  sim.planner = std::string(planner.name);
-  const bytes_t host = result.feasible && sim.feasible ? runtime::pinned_bytes(p, result, &d) : 0;
-  std::string host_failure;
-  if (host_memory && host > *host_memory) {
-    host_failure = memplan::detail::concat("its host copies need ", format_bytes(host), " (", host,
-                                           " bytes) of host memory at once; --host-memory is ",
-                                           format_bytes(*host_memory), " (", *host_memory, " bytes)");
-  }
-  return {std::move(result), std::move(sim), planning_time_s, host, std::move(host_failure)};
-}
-
-/// The verdict on `r`: the planner's own (a plan read from a file has
-/// none), else the simulator's, else the host memory's (out of memory).
-failure_kind verdict_of(const planned& r) {
-  if (r.result.kind != failure_kind::none) return r.result.kind;
-  if (r.sim.kind != failure_kind::none) return r.sim.kind;
-  return r.host_failure.empty() ? failure_kind::none : failure_kind::out_of_memory;
-}
-
-bool succeeded(const planned& r) { return verdict_of(r) == failure_kind::none; }
-
-/// Why `r` did not succeed, from the same source as `verdict_of`.
-const std::string& failure_of(const planned& r) {
-  if (r.result.kind != failure_kind::none) return r.result.reason;
-  return r.sim.kind != failure_kind::none ? r.sim.failure : r.host_failure;
-}
-
-json row_json(const planned& r) {
-  json j = to_json(r.sim);
-  j["feasible"] = succeeded(r);
-  if (!succeeded(r)) j["failure_kind"] = std::string(to_string(verdict_of(r)));
-  if (!r.result.reason.empty()) j["reason"] = r.result.reason;  // infeasible: why; else a caveat (milp's gap)
-  j["planning_time_s"] = r.planning_time_s;
-  if (r.host_bytes > 0) j["host_bytes"] = r.host_bytes;
-  if (!r.host_failure.empty()) j["failure"] = r.host_failure;
-  // An online policy's allocator (runtime/caching_allocator.hpp): its
-  // segments' high-water mark over the live peak; its driver time is allocator_s.
-  if (r.result.allocator_us > 0 && r.sim.feasible && r.sim.peak_live_bytes > 0) {
-    j["allocator_arena_bytes"] = r.result.arena_bytes;
-    j["fragmentation"] = static_cast<double>(r.result.arena_bytes) / static_cast<double>(r.sim.peak_live_bytes);
-  }
-  if (!r.result.history.empty()) {
-    json history = json::array();
-    for (const search_point& h : r.result.history) {
-      history.push_back({{"time_s", h.time_us / 1e6}, {"excess_bytes", h.excess_bytes}});
-    }
-    j["history"] = std::move(history);
-  }
-  return j;
+  return parse_host_memory(*text);
 }
 
 // ---- human-readable tables ----
@@ -292,31 +206,10 @@ planner_options read_planner_options(const arguments& args, std::span<const std:
   for (const auto& e : planners()) {
     for (const std::string_view name : e.options) {
       const auto value = args.get(name);
-      if (!value || o.extra.contains(name)) continue;
-      std::string readers;
-      bool read = false;
-      for (const auto& f : planners()) {
-        if (std::ranges::find(f.options, name) == f.options.end()) continue;
-        readers.append(readers.empty() ? "" : ", ").append(f.name);
-        read = read || std::ranges::find(chosen, f.name) != chosen.end();
-      }
-      MEMPLAN_EXPECTS(read, invalid_argument, "option '--", name, "' is read only by ", readers,
-                      ", which is not among the planners chosen");
-      o.extra.emplace(std::string(name), *value);
+      if (value && !o.extra.contains(name)) set_planner_option(o, name, *value, chosen);
     }
   }
   return o;
-}
-
-/// The planners `compare` and `maxbatch` run without `--planners`: all but
-/// the searches (home, milp), which take minutes where the others take
-/// milliseconds.
-std::vector<std::string> default_planner_names() {
-  std::vector<std::string> names;
-  for (const auto& e : planners()) {
-    if (!e.searches) names.emplace_back(e.name);
-  }
-  return names;
 }
 
 // ---- commands ----
@@ -357,27 +250,13 @@ int cmd_models(const arguments& args) {
 int cmd_info(const arguments& args) {
   const device_spec d = load_device(args, "titan-rtx");
   const auto [g, p] = load_source(args, d);
-  std::int64_t parameter_count = 0;
-  bytes_t parameter_bytes = 0;
-  for (std::size_t t = 0; t < g.num_tensors(); ++t) {
-    const tensor_info& info = g.tensor(static_cast<index_t>(t));
-    if (info.kind != tensor_kind::parameter) continue;
-    parameter_bytes += info.bytes;
-    parameter_count += element_count(info);
-  }
-  const json j{{"name", p.name},
-               {"device", d.name},
-               {"ops", p.num_steps()},
-               {"tensors", p.num_tensors()},
-               {"parameter_count", parameter_count},
-               {"parameter_bytes", parameter_bytes},
-               {"baseline_peak_bytes", p.baseline_peak()},
-               {"baseline_time_s", p.baseline_time_us() / 1e6}};
+  const json j = info_json(g, p, d);
   if (args.has("json")) {
     std::cout << j.dump(2) << "\n";
   } else {
     std::cout << p.name << " on " << d.name << "\n  ops        " << p.num_steps() << "\n  tensors    " << p.num_tensors()
-              << "\n  parameters " << parameter_count << " (" << format_bytes(parameter_bytes) << ")"
+              << "\n  parameters " << j["parameter_count"].get<std::int64_t>() << " ("
+              << format_bytes(j["parameter_bytes"].get<bytes_t>()) << ")"
               << "\n  baseline peak " << format_bytes(p.baseline_peak()) << "\n  baseline time "
               << fixed(p.baseline_time_us() / 1e3, 3) << " ms\n";
   }
@@ -392,7 +271,7 @@ int cmd_plan(const arguments& args) {
   planner_options options = read_planner_options(args, std::span(&name, 1));
   const bool progress = isatty(STDERR_FILENO) != 0;
   if (progress) options.progress = [](std::string_view status) { std::cerr << "\r" << status << "\x1b[K" << std::flush; };
-  const auto r = run_planner(find_planner(name), p, d, budget, options, args.has("trace"), read_host_memory(args));
+  const auto r = run_and_simulate(find_planner(name), p, d, budget, options, args.has("trace"), read_host_memory(args));
   if (progress) std::cerr << "\r\x1b[K" << std::flush;
   if (const auto out = args.get("out")) {
     std::ofstream f(*out);
@@ -405,7 +284,7 @@ int cmd_plan(const arguments& args) {
     write_chrome_trace(f, p, r.result, r.sim);
   }
   if (args.has("json")) {
-    std::cout << row_json(r).dump(2) << "\n";
+    std::cout << to_json(r).dump(2) << "\n";
   } else {
     print_problem_line(std::cout, p, d, budget);
     print_table(std::cout, row_header, {row_cells(r)});
@@ -428,12 +307,10 @@ int cmd_compare(const arguments& args) {
   const planner_options options = read_planner_options(args, names);
   std::vector<planned> rows;
   for (const auto& name : names) {
-    rows.push_back(run_planner(find_planner(name), p, d, budget, options, false, read_host_memory(args)));
+    rows.push_back(run_and_simulate(find_planner(name), p, d, budget, options, false, read_host_memory(args)));
   }
   if (args.has("json")) {
-    json j{{"name", p.name}, {"device", d.name}, {"budget_bytes", budget}, {"rows", json::array()}};
-    for (const auto& r : rows) j["rows"].push_back(row_json(r));
-    std::cout << j.dump(2) << "\n";
+    std::cout << compare_json(p, d, budget, rows).dump(2) << "\n";
   } else {
     print_problem_line(std::cout, p, d, budget);
     std::vector<std::vector<std::string>> cells;
@@ -475,7 +352,7 @@ batch_result search_batch(const arguments& args, const device_spec& d, const pla
     }
     const problem p = compile(model::build(model_name, mo, d));
     const bytes_t budget = args.has("budget") ? read_budget(args, p) : d.memory_bytes;
-    planned r = run_planner(planner, p, d, budget, options, false, host_memory);
+    planned r = run_and_simulate(planner, p, d, budget, options, false, host_memory);
     if (progress) std::cerr << "\r" << planner.name << ": batch " << batch << (succeeded(r) ? " fits    " : " fails   ") << std::flush;
     if (!succeeded(r) || r.sim.overhead > max_overhead) return false;
     best.at_max = std::move(r);  // max_batch reports the last batch that fit
@@ -545,24 +422,14 @@ int cmd_simulate(const arguments& args) {
   const device_spec d = load_device(args, "");
   auto [p, result] = load_graph_and_plan(args);
   const bytes_t budget = args.has("budget") ? read_budget(args, p) : result.budget;
-  if (result.offsets.empty()) {  // a plan without a layout gets the one its timeline gives (plan_layout.hpp)
-    result.budget = budget;
-    assign_layout(p, result, d);
-  }
-  simulate_options so;
-  so.record_timeline = args.has("trace");
-  so.record_memory = args.has("trace");
-  report sim = simulate(p, result, d, budget, so);
-  sim.planner = result.planner;
+  const planned r = simulate_plan(p, std::move(result), d, budget, args.has("trace"));
   if (const auto trace = args.get("trace")) {
     std::ofstream f(*trace);
     MEMPLAN_EXPECTS(f.good(), invalid_argument, "--trace: cannot write '", *trace, "'");
-    write_chrome_trace(f, p, result, sim);
+    write_chrome_trace(f, p, r.result, r.sim);
   }
-  const bytes_t host = sim.feasible ? runtime::pinned_bytes(p, result, &d) : 0;
-  const planned r{std::move(result), std::move(sim), 0.0, host, {}};
   if (args.has("json")) {
-    std::cout << row_json(r).dump(2) << "\n";
+    std::cout << to_json(r).dump(2) << "\n";
   } else {
     print_problem_line(std::cout, p, d, budget);
     print_table(std::cout, row_header, {row_cells(r)});
@@ -577,9 +444,7 @@ int cmd_validate(const arguments& args) {
   const bytes_t budget = read_budget(args, p);
   const validation v = validate(p, result, d, budget);
   if (args.has("json")) {
-    json j{{"valid", v.ok}, {"errors", v.errors}, {"peak_bytes", v.peak_bytes}, {"time_s", v.time_us / 1e6}};
-    if (!v.ok) j["failure_kind"] = std::string(to_string(v.kind));
-    std::cout << j.dump(2) << "\n";
+    std::cout << to_json(v).dump(2) << "\n";
   } else if (v.ok) {
     std::cout << "valid: peak " << v.peak_bytes << " B (" << format_bytes(v.peak_bytes) << ") within " << budget
               << " B, time "
@@ -597,7 +462,7 @@ planned plan_to_execute(const arguments& args, const problem& p, const device_sp
                   "execute: give exactly one of --planner P and --plan FILE");
   if (const auto name = args.get("planner")) {
     const planner_options options = read_planner_options(args, std::span(&*name, 1));
-    return run_planner(find_planner(*name), p, d, budget, options, false, std::nullopt);
+    return run_and_simulate(find_planner(*name), p, d, budget, options, false, std::nullopt);
   }
   plan result = read_plan_file(args.require("plan"), p);
   if (result.offsets.empty()) {
