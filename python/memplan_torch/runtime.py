@@ -341,7 +341,7 @@ class _Runner(TorchDispatchMode):
             self.internal = False
         versions = [args[i] for i in sorted(written) if refs[0][i].tid not in self.persistent]
         made = versions + OpEffect(func, args, kwargs, out).made
-        missing = [(tid, t) for tid, t in zip(op["outputs"], made) if tid not in self.resident]
+        missing = [(tid, t) for tid, t in zip(op["outputs"], made) if tid not in self.resident or tid in self.host]
         if len(made) != len(op["outputs"]):
             raise PlanError(f"recomputed '{op['name']}' made {len(made)} tensors; the graph says "
                             f"{len(op['outputs'])}")

@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""memplan_torch (docs/pytorch.md): torchvision resnet18 and the 4-layer
+transformer export with memplan's vocabulary, and training steps under
+plans are bit-identical to plain steps with the accountant under the budget.
+
+CTest runs it with the memplan module's folder and python/ on PYTHONPATH;
+without torch or the module it prints SKIPPED and exits 77.
+"""
+
+import os
+import sys
+import unittest
+
+SKIP = 77
+if os.environ.get("MEMPLAN_PYTHON_SKIP"):
+    print("SKIPPED: " + os.environ["MEMPLAN_PYTHON_SKIP"])
+    sys.exit(SKIP)
+try:
+    import torch  # noqa: F401
+    import torchvision  # noqa: F401
+    import memplan
+except ImportError as e:
+    print(f"SKIPPED: {e} (tools/setup test installs python3-torch and python3-torchvision)")
+    sys.exit(SKIP)
+
+from memplan_torch import check, export, models
+
+
+def exported(name, batch, device="v100"):
+    model, inputs, target, loss_fn = models.build(name, batch, seq_len=32)
+    return export(model, inputs, target, loss_fn, models.sgd(model), device=device, name=name)
+
+
+class Export(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.resnet = exported("resnet18", 8)
+        cls.transformer = exported("transformer", 8)
+
+    def test_resnet18_ops_in_memplan_vocabulary(self):
+        types = [op["type"] for op in self.resnet["ops"]]
+        # resnet18: 20 convolutions (17 in the trunk, 3 downsample) and 20
+        # batch norms, each with its backward; 17 ReLUs; one max pool.
+        self.assertEqual(types.count("conv2d"), 20)
+        self.assertEqual(types.count("conv2d_backward"), 20)
+        self.assertEqual(types.count("batch_norm"), 20)
+        self.assertEqual(types.count("relu"), 17)
+        self.assertEqual(types.count("max_pool"), 1)
+        conv1 = next(t for t in self.resnet["tensors"] if t["name"] == "conv1.weight")
+        self.assertEqual(conv1["bytes"], 64 * 3 * 7 * 7 * 4)
+        # In-place ReLUs and batch norms are recomputable; the running-count increments are not.
+        relu = [op for op in self.resnet["ops"] if op.get("aten") == "relu_"]
+        self.assertTrue(all(op["recomputable"] for op in relu))
+        bn = [op for op in self.resnet["ops"] if op.get("aten") == "native_batch_norm"]
+        self.assertTrue(all(op["recomputable"] for op in bn))
+
+    def test_none_plan_validates(self):
+        for graph in (self.resnet, self.transformer):
+            plan = memplan.plan(graph, device="v100", budget="110%", planner="none")
+            self.assertTrue(plan.feasible, plan.reason)
+            verdict = memplan.validate(graph, plan, plan.budget_bytes, device="v100")
+            self.assertTrue(verdict["valid"], verdict)
+
+    def test_baselines_recognise_the_ops(self):
+        vdnn = memplan.plan(self.resnet, device="v100", budget="50%", planner="vdnn-conv")
+        self.assertGreater(vdnn.swapped_bytes, 0)
+        superneurons = memplan.plan(self.resnet, device="v100", budget="50%", planner="superneurons")
+        self.assertGreater(superneurons.recomputed_ops, 0)
+
+    def test_estimated_times_are_the_devices(self):
+        conv = next(op for op in self.resnet["ops"] if op["type"] == "conv2d")
+        # conv1 at batch 8: 2 x 8x64x112x112 outputs x 3x7x7 MACs = 1.888 GFLOP;
+        # on a v100 (15.7 TFLOP/s, 0.65 of it) 185 us plus 5 us launch.
+        self.assertAlmostEqual(conv["time_us"], 5 + 2 * 8 * 64 * 112 * 112 * 147 / (15.7e6 * 0.65), delta=1)
+
+
+class PlannedStep(unittest.TestCase):
+    def assert_step(self, model, planner, budget):
+        result = check(model, 8, device="v100", budget=budget, planner=planner, seq_len=32)
+        self.assertTrue(result["feasible"], result.get("reason"))
+        self.assertTrue(result["identical"], result)
+        self.assertEqual(result["max_abs_diff"], 0.0)
+        self.assertLessEqual(result["accounted_peak_bytes"], result["budget_bytes"], result)
+        return result
+
+    def test_resnet18_tsplit(self):
+        result = self.assert_step("resnet18", "tsplit", "70%")
+        self.assertGreater(result["swapped_out_bytes"], 0)
+
+    def test_resnet18_capuchin_recomputes(self):
+        result = self.assert_step("resnet18", "capuchin", "70%")
+        self.assertGreater(result["recomputed_ops"], 0)
+
+    def test_transformer_capuchin(self):
+        self.assert_step("transformer", "capuchin", "70%")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
