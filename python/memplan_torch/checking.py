@@ -42,8 +42,10 @@ def check(model_name, batch, *, device, budget, planner, seq_len=64, resolution=
         return result
     plain_model, plain_opt = _train_state(model, optimizer)
     planned_model, planned_opt = _train_state(model, optimizer)
+    torch.manual_seed(1)  # both steps draw the same dropout masks
     plain_loss = _plain_step(plain_model, plain_opt, inputs, target, loss_fn)
     step = PlannedStep(planned_model, planned_opt, loss_fn, graph, planned.to_json())
+    torch.manual_seed(1)
     planned_loss = step(inputs, target)
     pairs = [(plain_loss, planned_loss)]
     for (name, a), b in zip(plain_model.named_parameters(), planned_model.parameters()):

@@ -26,7 +26,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import vocabulary
-from .trace import WRITES_RUNNING_STATS, OpEffect, storage_bytes, storage_key, tensors_in, training_step, without_profiler_annotations
+from .trace import WRITES_RUNNING_STATS, OpEffect, tensor_result, storage_bytes, storage_key, tensors_in, training_step, without_profiler_annotations
 
 TIMES = ("cpu", "estimate", "cuda")
 
@@ -42,6 +42,7 @@ class Recorder(TorchDispatchMode):
         self.current = {}           # storage key -> id of its current version
         self.keep = []              # every storage seen: none is freed, so no key is reused
         self.ops = []
+        self.unpacked = []          # ids of saved tensors unpacked since the last op
         self.count = {}             # ATen name -> ops of it so far (op names say the occurrence)
         for t, name, kind in persistent:
             self.current[storage_key(t)] = self._add(t, name, kind)
@@ -62,6 +63,7 @@ class Recorder(TorchDispatchMode):
         kwargs = kwargs or {}
         by_key = {storage_key(t): t for t in _tensors(args, kwargs)}
         out, time_us = self.time_op(func, args, kwargs)
+        out = tensor_result(out)
         effect = OpEffect(func, args, kwargs, out)
         if not effect.is_op:
             return out
@@ -71,6 +73,8 @@ class Recorder(TorchDispatchMode):
         self.count[effect.name] = self.count.get(effect.name, 0) + 1
         name = f"{self.phase}.{effect.name}.{self.count[effect.name]}"
         inputs = [self._read(k, by_key[k]) for k in effect.reads]
+        inputs += [tid for tid in self.unpacked if tid not in inputs]
+        self.unpacked = []
         outputs = []
         for k in effect.writes:  # a new version of a storage written in place
             if self.current[k] not in self.persistent:
@@ -90,6 +94,20 @@ class Recorder(TorchDispatchMode):
             op["split_dims"] = [0]
         self.ops.append(op)
         return out
+
+    # Autograd's saved tensors. A backward node unpacks every tensor it saved,
+    # though some it reads for their shape only (MeanBackward keeps its input):
+    # they stay live until the node runs. Each unpacked tensor becomes an
+    # input of the node's next op, so that plans keep it until then.
+    @staticmethod
+    def pack(t):
+        return t
+
+    def unpack(self, t):
+        k = storage_key(t) if storage_bytes(t) else None
+        if k in self.current:
+            self.unpacked.append(self.current[k])
+        return t
 
     def _made_kind(self):
         return {"forward": "activation", "backward": "gradient"}.get(self.phase, "other")
@@ -153,7 +171,8 @@ def export(model, example_inputs, target, loss_fn, optimizer, *, device=None, ti
     timer = _op_timer(times, device)
     training_step(model, inputs, target, loss_fn, optimizer)  # warm-up: optimizer state exists
     recorder = Recorder(persistent_tensors(model, optimizer, inputs, target), timer)
-    with without_profiler_annotations(), recorder:
+    with without_profiler_annotations(), torch.autograd.graph.saved_tensors_hooks(recorder.pack, recorder.unpack), \
+            recorder:
         training_step(model, inputs, target, loss_fn, optimizer, on_phase=lambda p: setattr(recorder, "phase", p))
     grads = []
     for pname, p in model.named_parameters():

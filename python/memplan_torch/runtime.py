@@ -28,7 +28,7 @@ import weakref
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .trace import OpEffect, storage_bytes, storage_key, tensors_in, training_step, written_positions, \
+from .trace import OpEffect, tensor_result, storage_bytes, storage_key, tensors_in, training_step, written_positions, \
     without_profiler_annotations
 from .exporter import persistent_tensors
 
@@ -91,6 +91,7 @@ class PlannedStep:
                     last[t] = i
         for t, i in last.items():
             self.release_after.setdefault(i, []).append(t)
+        self.last_read = last
 
     def __call__(self, inputs, target):
         inputs = inputs if isinstance(inputs, tuple) else (inputs,)
@@ -143,13 +144,14 @@ class _Runner(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if self.internal:
-            return func(*args, **kwargs)
+            return tensor_result(func(*args, **kwargs))
         refs = None
         if self.next < len(self.s.order) and self.s.ops[self.s.order[self.next]].get("aten") == func.overloadpacket.__name__:
             self.advance()  # the actions issued before this op's compute
             if self.s.ops[self.s.order[self.next]]["phase"] != "backward":
                 self._shrink_swapped()
-        out = func(*args, **kwargs)
+        self._preserve_overwritten(func, args)
+        out = tensor_result(func(*args, **kwargs))
         effect = OpEffect(func, args, kwargs, out)
         self._watch(tensors_in((args, kwargs, out)))
         if not effect.is_op:
@@ -174,6 +176,24 @@ class _Runner(TorchDispatchMode):
         self._passed(self.ap)
         self.ap += 1
         return out
+
+    def _preserve_overwritten(self, func, args):
+        """An in-place op makes a new version of a storage (trace.py). Where
+        the plan still reads the old version after this op (to recompute
+        from it), the old version moves to a copy first; the graph counts
+        both versions, so the budget holds the copy."""
+        for i in written_positions(func, args):
+            for t in tensors_in(args[i]):
+                tid = self.current.get(storage_key(t)) if storage_bytes(t) else None
+                if tid is None or tid in self.persistent or self.s.last_read.get(tid, -1) <= self.ap:
+                    continue
+                self.internal = True
+                try:
+                    copy = self._whole(self.resident[tid]).clone()
+                finally:
+                    self.internal = False
+                self.resident[tid] = copy.storage()
+                self.watched[storage_key(copy)] = (storage_bytes(copy), [weakref.ref(copy)])
 
     def _tid(self, t):
         k = storage_key(t)
@@ -215,11 +235,13 @@ class _Runner(TorchDispatchMode):
     def _early(self, tid):
         """A backward node unpacks all its saved tensors before its first op;
         where the plan brings one back only before a later op of that node,
-        its swap-in runs now (counted in the report as early)."""
+        its swap-in or recompute runs now (counted in the report as early)."""
         for i in range(self.ap, len(self.s.actions)):
             a = self.s.actions[i]
-            if a["kind"] == "swap_in" and a["tensor"] == tid and i not in self.done:
-                self._swap_in(a)
+            brings = a["tensor"] == tid if a["kind"] == "swap_in" else \
+                a["kind"] == "recompute" and tid in self.s.ops[a["op"]]["outputs"]
+            if brings and i not in self.done:
+                getattr(self, "_" + a["kind"])(a)
                 self.done.add(i)
                 self.early += 1
                 return
@@ -320,6 +342,8 @@ class _Runner(TorchDispatchMode):
         tid, storage = self._on_device(a)
         if tid not in self.state:
             self.resident.pop(tid)
+        elif self.s.tensors[tid]["kind"] == "input":
+            pass  # the caller holds its batch: the accountant keeps counting it
         elif tid in self.copies:  # plan.hpp: a host copy holds its latest update
             self.host[tid] = self.copies.pop(tid)
             self._shrink(tid, storage)
@@ -393,7 +417,7 @@ class _Runner(TorchDispatchMode):
         self._shrink_swapped()
         if isinstance(handle, torch.Tensor):
             return handle
-        if handle.tid in self.host:
+        if handle.tid in self.host or handle.tid not in self.resident:
             self._early(handle.tid)
         return self._view(handle, f"the backward of op {self.s.order[min(self.next, len(self.s.order) - 1)]}")
 
@@ -442,7 +466,7 @@ class _Runner(TorchDispatchMode):
     def report(self):
         out = {"accounted_peak_bytes": self.peak, "swapped_out_bytes": self.swapped,
                "recomputed_ops": self.recomputed,
-               "early_swap_ins": self.early}
+               "early_actions": self.early}
         if torch.cuda.is_available():
             out["cuda_max_memory_allocated_bytes"] = torch.cuda.max_memory_allocated()
         return out

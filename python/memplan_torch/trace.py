@@ -35,6 +35,19 @@ def tensors_in(value):
             yield from tensors_in(item)
 
 
+def tensor_result(out):
+    """`out` as a dispatch-mode handler must return it. An op on a wrapped
+    number (a Python scalar autograd saved as a 0-dim tensor: `x * 0.5`)
+    comes back to Python as a float; the dispatcher wants a tensor."""
+    if isinstance(out, bool):
+        return torch.tensor(out)
+    if isinstance(out, int):
+        return torch.tensor(out, dtype=torch.int64)
+    if isinstance(out, float):
+        return torch.tensor(out, dtype=torch.float64)
+    return out
+
+
 def storage_key(t):
     """The identity of the storage behind `t` while it lives: its address."""
     return t.storage().data_ptr()
