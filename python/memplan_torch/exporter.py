@@ -26,7 +26,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import vocabulary
-from .trace import WRITES_RUNNING_STATS, OpEffect, tensor_result, storage_bytes, storage_key, tensors_in, training_step, without_profiler_annotations
+from .trace import WRITES_RUNNING_STATS, OpEffect, is_scalar_result, tensor_result, storage_bytes, storage_key, tensors_in, training_step, without_profiler_annotations
 
 TIMES = ("cpu", "estimate", "cuda")
 
@@ -55,7 +55,10 @@ class Recorder(TorchDispatchMode):
         return len(self.tensors) - 1
 
     def _read(self, k, t=None):
-        if k not in self.current:  # a storage made outside the traced ops (a user's constant)
+        if k not in self.current:
+            if t.dim() == 0:
+                return None  # a Python scalar autograd saved (is_scalar_result): no device memory
+            # a storage made outside the traced ops (a user's constant)
             self.current[k] = self._add(t, f"t{len(self.tensors)}", "other")
         return self.current[k]
 
@@ -63,7 +66,8 @@ class Recorder(TorchDispatchMode):
         kwargs = kwargs or {}
         by_key = {storage_key(t): t for t in _tensors(args, kwargs)}
         out, time_us = self.time_op(func, args, kwargs)
-        out = tensor_result(out)
+        if is_scalar_result(out):
+            return tensor_result(out)
         effect = OpEffect(func, args, kwargs, out)
         if not effect.is_op:
             return out
@@ -72,7 +76,7 @@ class Recorder(TorchDispatchMode):
         self.keep.extend(t.storage() for t in list(by_key.values()) + effect.made)
         self.count[effect.name] = self.count.get(effect.name, 0) + 1
         name = f"{self.phase}.{effect.name}.{self.count[effect.name]}"
-        inputs = [self._read(k, by_key[k]) for k in effect.reads]
+        inputs = [tid for tid in (self._read(k, by_key[k]) for k in effect.reads) if tid is not None]
         inputs += [tid for tid in self.unpacked if tid not in inputs]
         self.unpacked = []
         outputs = []

@@ -28,7 +28,7 @@ import weakref
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .trace import OpEffect, tensor_result, storage_bytes, storage_key, tensors_in, training_step, written_positions, \
+from .trace import OpEffect, is_scalar_result, tensor_result, storage_bytes, storage_key, tensors_in, training_step, written_positions, \
     without_profiler_annotations
 from .exporter import persistent_tensors
 
@@ -48,7 +48,8 @@ class _Ref:
 
 def _template(value, tid_of):
     if isinstance(value, torch.Tensor):
-        return _Ref(tid_of(value), value) if storage_bytes(value) else value
+        tid = tid_of(value) if storage_bytes(value) else None
+        return value if tid is None else _Ref(tid, value)
     if isinstance(value, (list, tuple)):
         return type(value)(_template(v, tid_of) for v in value)
     return value
@@ -76,11 +77,6 @@ class PlannedStep:
             raise PlanError("plan: not a memplan-plan document (its 'format' field)")
         if not self.plan.get("feasible", True):
             raise PlanError(f"plan: the {self.plan.get('planner')} plan is not feasible: {self.plan.get('reason')}")
-        for a in self.actions:
-            if a.get("parts", 1) > 1:
-                op = self.ops[a["op"]] if "op" in a else self.tensors[a["tensor"]]
-                raise PlanError(f"plan: '{op['name']}' is split into {a['parts']} micro-batches; "
-                                "memplan_torch runs ops whole")
         # The last action that reads each tensor: its device copy goes after it.
         self.release_after = {}
         last = {}
@@ -122,6 +118,9 @@ class _Runner(TorchDispatchMode):
         self.ap = 0           # the next action
         self.peak = self.swapped = self.recomputed = self.early = 0
         self.done = set()     # actions carried out ahead of their turn (_early)
+        self.computed = set()  # ops run (a split op's later micro-ops are then no-ops)
+        self.micro_released = {}  # tensor id -> {part: action} of its micro-tensors released so far
+        self.micro_actions = 0
         self.shrinking = []   # (id, tensor) swapped out, to shrink when the next autograd node begins
         self.stream = torch.cuda.Stream() if torch.cuda.is_available() else None
         for tid, (t, name, _) in enumerate(persistent):
@@ -151,7 +150,9 @@ class _Runner(TorchDispatchMode):
             if self.s.ops[self.s.order[self.next]]["phase"] != "backward":
                 self._shrink_swapped()
         self._preserve_overwritten(func, args)
-        out = tensor_result(func(*args, **kwargs))
+        out = func(*args, **kwargs)
+        if is_scalar_result(out):
+            return tensor_result(out)
         effect = OpEffect(func, args, kwargs, out)
         self._watch(tensors_in((args, kwargs, out)))
         if not effect.is_op:
@@ -173,6 +174,7 @@ class _Runner(TorchDispatchMode):
         if refs is not None:
             self.recipes[op["id"]] = (func, refs)
         self.next += 1
+        self.computed.add(op["id"])
         self._passed(self.ap)
         self.ap += 1
         return out
@@ -197,6 +199,8 @@ class _Runner(TorchDispatchMode):
 
     def _tid(self, t):
         k = storage_key(t)
+        if k not in self.current and t.dim() == 0:
+            return None  # a Python scalar (exporter.Recorder._read): kept as it is
         if k not in self.current:
             raise PlanError(f"a storage of {storage_bytes(t)} bytes reached an op without being made by one")
         return self.current[k]
@@ -224,13 +228,36 @@ class _Runner(TorchDispatchMode):
         an op's outputs after it (a `.t()` in a backward formula), and those
         must find the storage whole."""
         actions = self.s.actions
-        while self.ap < len(actions) and actions[self.ap]["kind"] != "compute":
-            if self.ap not in self.done:
-                a = actions[self.ap]
-                getattr(self, "_" + a["kind"])(a)
+        while self.ap < len(actions) and (actions[self.ap]["kind"] != "compute" or
+                                          actions[self.ap]["op"] in self.computed):
+            a = actions[self.ap]
+            if self.ap not in self.done and a["kind"] != "compute":
+                getattr(self, "_" + a["kind"])(a) if a.get("parts", 1) == 1 else self._micro(a)
             self._passed(self.ap)
             self.ap += 1
         self._account()
+
+    def _micro(self, a):
+        """Split plans (TSPLIT §V-A). PyTorch runs an op once, whole, so the
+        runner runs a split op whole at its first micro-op (later micro-ops
+        have nothing left to do), and moves a tensor whole: it leaves when its
+        last micro-tensor is released and comes back with its first. The
+        accountant shows the cost: up to one tensor above the plan's peak
+        around each split op."""
+        tid = a.get("tensor")
+        if a["kind"] == "recompute":
+            self._recompute(a)
+        elif a["kind"] == "swap_in":
+            if tid in self.host:
+                self._swap_in(a)
+        else:
+            parts = self.micro_released.setdefault(tid, {})
+            parts[a["part"]] = a["kind"]
+            if len(parts) == a["parts"]:
+                del self.micro_released[tid]
+                whole = "swap_out" if "swap_out" in parts.values() else "free"
+                getattr(self, "_" + whole)({"kind": whole, "tensor": tid})
+        self.micro_actions += 1
 
     def _early(self, tid):
         """A backward node unpacks all its saved tensors before its first op;
@@ -354,6 +381,8 @@ class _Runner(TorchDispatchMode):
         op = self.s.ops[a["op"]]
         if op["id"] not in self.recipes:
             raise PlanError(f"plan: recompute of '{op['name']}', which is not recomputable")
+        if all(tid in self.resident and tid not in self.host for tid in op["outputs"]):
+            return  # a later micro-op of a split recompute: the whole op ran at the first
         func, refs = self.recipes[op["id"]]
         args, kwargs = self._resolve(refs, op)
         written = written_positions(func, args)
@@ -466,7 +495,8 @@ class _Runner(TorchDispatchMode):
     def report(self):
         out = {"accounted_peak_bytes": self.peak, "swapped_out_bytes": self.swapped,
                "recomputed_ops": self.recomputed,
-               "early_actions": self.early}
+               "early_actions": self.early,
+               "micro_actions": self.micro_actions}
         if torch.cuda.is_available():
             out["cuda_max_memory_allocated_bytes"] = torch.cuda.max_memory_allocated()
         return out

@@ -35,10 +35,16 @@ def tensors_in(value):
             yield from tensors_in(item)
 
 
+def is_scalar_result(out):
+    """An op on a wrapped number (a Python scalar autograd saved as a 0-dim
+    tensor: `x * 0.5`) comes back to Python as a number. Such an op (the
+    `detach` of an unpacked scalar) is not a memplan op."""
+    return isinstance(out, (bool, int, float))
+
+
 def tensor_result(out):
-    """`out` as a dispatch-mode handler must return it. An op on a wrapped
-    number (a Python scalar autograd saved as a 0-dim tensor: `x * 0.5`)
-    comes back to Python as a float; the dispatcher wants a tensor."""
+    """`out` as a dispatch-mode handler must return it: a tensor where the
+    dispatcher wants one (is_scalar_result)."""
     if isinstance(out, bool):
         return torch.tensor(out)
     if isinstance(out, int):
