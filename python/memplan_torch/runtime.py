@@ -109,8 +109,8 @@ class _Runner(TorchDispatchMode):
         self.internal = False
         self.current = {}     # storage key -> id of the tensor version it holds
         self.resident = {}    # tensor id -> a tensor over its whole device storage (the runner's copy)
-        self.host = {}        # tensor id -> its host copy, while its storage is shrunk to nothing
-        self.copies = {}      # persistent tensor id -> its host copy after a swap-in (a later free needs no copy)
+        self.host = {}        # tensor id -> its latest host copy
+        self.off = set()      # ids of tensors whose device copy is released (swapped out or freed)
         self.parked = {}      # tensor id -> the accountant's references to it while in host memory
         self.recipes = {}     # op id -> (func, argument templates)
         self.watched = {}     # storage key -> (bytes, weak references to tensors on it)
@@ -122,7 +122,8 @@ class _Runner(TorchDispatchMode):
         self.micro_released = {}  # tensor id -> {part: action} of its micro-tensors released so far
         self.micro_actions = 0
         self.shrinking = []   # (id, tensor) swapped out, to shrink when the next autograd node begins
-        self.stream = torch.cuda.Stream() if torch.cuda.is_available() else None
+        self.device = next(iter(step.model.parameters())).device
+        self.stream = torch.cuda.Stream() if self.device.type == "cuda" else None
         for tid, (t, name, _) in enumerate(persistent):
             want = step.tensors[tid]
             if want["name"] != name or want["bytes"] != storage_bytes(t):
@@ -216,7 +217,7 @@ class _Runner(TorchDispatchMode):
         a gradient only when no one else holds the tensor."""
         self.current[storage_key(t)] = tid
         self.resident[tid] = t.storage()
-        self.host.pop(tid, None)  # a recomputed copy supersedes a host copy
+        self.off.discard(tid)
         self.watched[storage_key(t)] = (storage_bytes(t), [weakref.ref(t)])
 
     # ---- the plan's other actions ------------------------------------------------
@@ -248,7 +249,7 @@ class _Runner(TorchDispatchMode):
         if a["kind"] == "recompute":
             self._recompute(a)
         elif a["kind"] == "swap_in":
-            if tid in self.host:
+            if tid in self.off:
                 self._swap_in(a)
         else:
             parts = self.micro_released.setdefault(tid, {})
@@ -288,7 +289,7 @@ class _Runner(TorchDispatchMode):
         """The storage of `a`'s tensor, which must be on the device."""
         tid = a["tensor"]
         storage = self._storage(tid)
-        if storage is None or tid in self.host:
+        if storage is None or tid in self.off:
             raise PlanError(f"plan: {a['kind']} of '{self.s.tensors[tid]['name']}', which is not on the device")
         return tid, storage
 
@@ -319,6 +320,7 @@ class _Runner(TorchDispatchMode):
         finally:
             self.internal = False
         self.host[tid] = host
+        self.off.add(tid)
         self.swapped += storage.nbytes()
         if tid in self.state:
             self._shrink(tid, storage)
@@ -335,7 +337,7 @@ class _Runner(TorchDispatchMode):
         its last op (AddmmBackward's `.t()` of the weight gradient), and a
         view of a shrunk storage is an error; the next node cannot."""
         for tid, storage in self.shrinking:
-            if tid in self.host:
+            if tid in self.off and storage.nbytes():
                 self._shrink(tid, storage)
         self.shrinking = []
 
@@ -343,10 +345,17 @@ class _Runner(TorchDispatchMode):
         tid = a["tensor"]
         if tid not in self.host:
             raise PlanError(f"plan: swap_in of '{self.s.tensors[tid]['name']}' without a host copy")
-        host = self.host.pop(tid)
-        if tid in self.state:
-            self.copies[tid] = host
+        host = self.host[tid]
+        self.off.discard(tid)
         storage = self._storage(tid)
+        if storage is None:  # its storage went with a free: a new one
+            self.internal = True
+            try:
+                fresh = torch.empty(host.shape, dtype=host.dtype, device=self.device)
+            finally:
+                self.internal = False
+            self._keep(tid, fresh)
+            storage = self.resident[tid]
         if storage.nbytes() == 0:
             storage.resize_(host.numel())
         whole = self._whole(storage)
@@ -364,15 +373,15 @@ class _Runner(TorchDispatchMode):
         self.watched[storage.data_ptr()] = (storage.nbytes(), self.parked.pop(tid, []) + [weakref.ref(whole)])
 
     def _free(self, a):
-        if a["tensor"] not in self.resident and a["tensor"] not in self.state:
-            return  # released already: its last reader has ended (plan.hpp)
+        if a["tensor"] in self.off or (a["tensor"] not in self.resident and a["tensor"] not in self.state):
+            return  # released already (swapped out, or its last reader has ended: plan.hpp)
         tid, storage = self._on_device(a)
         if tid not in self.state:
             self.resident.pop(tid)
         elif self.s.tensors[tid]["kind"] == "input":
             pass  # the caller holds its batch: the accountant keeps counting it
-        elif tid in self.copies:  # plan.hpp: a host copy holds its latest update
-            self.host[tid] = self.copies.pop(tid)
+        elif tid in self.host:  # plan.hpp: a host copy holds its latest update
+            self.off.add(tid)
             self._shrink(tid, storage)
         else:
             raise PlanError(f"plan: free of persistent tensor '{self.s.tensors[tid]['name']}' without a host copy")
@@ -381,7 +390,7 @@ class _Runner(TorchDispatchMode):
         op = self.s.ops[a["op"]]
         if op["id"] not in self.recipes:
             raise PlanError(f"plan: recompute of '{op['name']}', which is not recomputable")
-        if all(tid in self.resident and tid not in self.host for tid in op["outputs"]):
+        if all(tid in self.resident and tid not in self.off for tid in op["outputs"]):
             return  # a later micro-op of a split recompute: the whole op ran at the first
         func, refs = self.recipes[op["id"]]
         args, kwargs = self._resolve(refs, op)
@@ -394,7 +403,7 @@ class _Runner(TorchDispatchMode):
             self.internal = False
         versions = [args[i] for i in sorted(written) if refs[0][i].tid not in self.persistent]
         made = versions + OpEffect(func, args, kwargs, out).made
-        missing = [(tid, t) for tid, t in zip(op["outputs"], made) if tid not in self.resident or tid in self.host]
+        missing = [(tid, t) for tid, t in zip(op["outputs"], made) if tid not in self.resident or tid in self.off]
         if len(made) != len(op["outputs"]):
             raise PlanError(f"recomputed '{op['name']}' made {len(made)} tensors; the graph says "
                             f"{len(op['outputs'])}")
@@ -420,7 +429,7 @@ class _Runner(TorchDispatchMode):
 
     def _view(self, ref, purpose):
         base = self._storage(ref.tid)
-        if base is None or ref.tid in self.host:
+        if base is None or ref.tid in self.off:
             where = "in host memory" if ref.tid in self.host else "freed"
             raise PlanError(f"{purpose} needs '{self.s.tensors[ref.tid]['name']}', which the plan left {where}")
         self.internal = True
@@ -446,7 +455,7 @@ class _Runner(TorchDispatchMode):
         self._shrink_swapped()
         if isinstance(handle, torch.Tensor):
             return handle
-        if handle.tid in self.host or handle.tid not in self.resident:
+        if handle.tid in self.off or handle.tid not in self.resident:
             self._early(handle.tid)
         return self._view(handle, f"the backward of op {self.s.order[min(self.next, len(self.s.order) - 1)]}")
 
@@ -459,7 +468,8 @@ class _Runner(TorchDispatchMode):
 
     def _account(self):
         held = {st.data_ptr() for st in self.resident.values()}
-        live = self.state_bytes - sum(self.s.tensors[t]["bytes"] for t in self.host if t in self.state)
+        live = self.state_bytes - sum(self.s.tensors[t]["bytes"] for t in self.off if t in self.state and
+                                      self.s.tensors[t]["kind"] != "input")
         for k, (size, refs) in list(self.watched.items()):
             alive = [r for r in refs if r() is not None]
             if alive or k in held:
@@ -489,7 +499,7 @@ class _Runner(TorchDispatchMode):
         """Between steps the model keeps its parameters whole: offloaded
         state comes back after the accountant has stopped."""
         for tid in self.s.plan.get("offloaded_state", []):
-            if tid in self.host:
+            if tid in self.off:
                 self._swap_in({"kind": "swap_in", "tensor": tid})
 
     def report(self):
