@@ -150,6 +150,7 @@ class _Runner(TorchDispatchMode):
             self.advance()  # the actions issued before this op's compute
             if self.s.ops[self.s.order[self.next]]["phase"] != "backward":
                 self._shrink_swapped()
+        self._bring_back(args, kwargs)
         self._preserve_overwritten(func, args)
         out = func(*args, **kwargs)
         if is_scalar_result(out):
@@ -179,6 +180,13 @@ class _Runner(TorchDispatchMode):
         self._passed(self.ap)
         self.ap += 1
         return out
+
+    def _bring_back(self, args, kwargs):
+        """PyTorch takes views of a tensor (the `.t()` of a weight) before the
+        op that reads it: a shrunk storage among the arguments makes the
+        actions before the next compute run now."""
+        if any(t.storage().nbytes() == 0 and t.numel() for t in tensors_in((args, kwargs))):
+            self.advance()
 
     def _preserve_overwritten(self, func, args):
         """An in-place op makes a new version of a storage (trace.py). Where
