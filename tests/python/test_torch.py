@@ -75,6 +75,10 @@ class Export(unittest.TestCase):
 
 
 class PlannedStep(unittest.TestCase):
+    """One plain and one planned step from the same state (memplan_torch.check).
+    Budgets: 50 % where the planner fits at batch 8, else the smallest of
+    60-90 % where it does (docs/pytorch.md says why dtr and checkpoint need more)."""
+
     def assert_step(self, model, planner, budget):
         result = check(model, 8, device="v100", budget=budget, planner=planner, seq_len=32)
         self.assertTrue(result["feasible"], result.get("reason"))
@@ -83,16 +87,25 @@ class PlannedStep(unittest.TestCase):
         self.assertLessEqual(result["accounted_peak_bytes"], result["budget_bytes"], result)
         return result
 
-    def test_resnet18_tsplit(self):
-        result = self.assert_step("resnet18", "tsplit", "70%")
+    def test_resnet18_tsplit_50(self):
+        result = self.assert_step("resnet18", "tsplit", "50%")
         self.assertGreater(result["swapped_out_bytes"], 0)
-
-    def test_resnet18_capuchin_recomputes(self):
-        result = self.assert_step("resnet18", "capuchin", "70%")
         self.assertGreater(result["recomputed_ops"], 0)
 
-    def test_transformer_capuchin(self):
-        self.assert_step("transformer", "capuchin", "70%")
+    def test_resnet18_capuchin_60(self):
+        self.assertGreater(self.assert_step("resnet18", "capuchin", "60%")["recomputed_ops"], 0)
+
+    def test_resnet18_checkpoint_90(self):
+        self.assertGreater(self.assert_step("resnet18", "checkpoint", "90%")["recomputed_ops"], 0)
+
+    def test_transformer_tsplit_50(self):
+        self.assert_step("transformer", "tsplit", "50%")
+
+    def test_transformer_dtr_90(self):
+        self.assertGreater(self.assert_step("transformer", "dtr", "90%")["recomputed_ops"], 0)
+
+    def test_transformer_capuchin_80(self):
+        self.assert_step("transformer", "capuchin", "80%")
 
 
 if __name__ == "__main__":
