@@ -43,6 +43,7 @@ class Recorder(TorchDispatchMode):
         self.keep = []              # every storage seen: none is freed, so no key is reused
         self.ops = []
         self.unpacked = []          # ids of saved tensors unpacked since the last op
+        self.readers = {}           # tensor id -> ops that have read it
         self.count = {}             # ATen name -> ops of it so far (op names say the occurrence)
         for t, name, kind in persistent:
             self.current[storage_key(t)] = self._add(t, name, kind)
@@ -79,11 +80,17 @@ class Recorder(TorchDispatchMode):
         inputs = [tid for tid in (self._read(k, by_key[k]) for k in effect.reads) if tid is not None]
         inputs += [tid for tid in self.unpacked if tid not in inputs]
         self.unpacked = []
-        outputs = []
-        for k in effect.writes:  # a new version of a storage written in place
-            if self.current[k] not in self.persistent:
+        outputs, in_place = [], []
+        for k in effect.writes:
+            if self.current[k] in self.persistent:
+                continue
+            if self._folds(effect, k):
+                in_place.append(self.current[k])
+            else:  # a new version of the storage
                 self.current[k] = self._add(by_key[k], f"{name}.out{len(outputs)}", self._made_kind())
                 outputs.append(self.current[k])
+        for tid in inputs:
+            self.readers[tid] = self.readers.get(tid, 0) + 1
         for t in effect.made:
             self.current[storage_key(t)] = self._add(t, f"{name}.out{len(outputs)}", self._made_kind())
             outputs.append(self.current[storage_key(t)])
@@ -96,8 +103,20 @@ class Recorder(TorchDispatchMode):
             op["recomputable"] = not (writes_state or effect.name in vocabulary.RANDOM)
         if effect.name in vocabulary.BATCH_SPLITTABLE:
             op["split_dims"] = [0]
+        if in_place:
+            op["in_place"] = in_place
         self.ops.append(op)
         return out
+
+    def _folds(self, effect, k):
+        """A unary in-place op (`relu_`, `hardtanh_`, `mul_` by a scalar) on a
+        tensor nothing has read since its producer made it changes that tensor,
+        as PyTorch does, without a new version: it reads it and makes nothing
+        (its `in_place` field names it), so that the graph holds one copy, not
+        two, while it runs. Recomputing the producer replays such ops
+        (runtime.py); random ops are not replayed, so they make versions."""
+        tid = self.current[k]
+        return effect.reads == [k] and effect.name not in vocabulary.RANDOM and not self.readers.get(tid)
 
     # Autograd's saved tensors. A backward node unpacks every tensor it saved,
     # though some it reads for their shape only (MeanBackward keeps its input):

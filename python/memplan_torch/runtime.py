@@ -113,6 +113,7 @@ class _Runner(TorchDispatchMode):
         self.off = set()      # ids of tensors whose device copy is released (swapped out or freed)
         self.parked = {}      # tensor id -> the accountant's references to it while in host memory
         self.recipes = {}     # op id -> (func, argument templates)
+        self.replays = {}     # tensor id -> the unary in-place ops run on it (exporter.Recorder._folds)
         self.watched = {}     # storage key -> (bytes, weak references to tensors on it)
         self.next = 0         # position in the schedule of the next op
         self.ap = 0           # the next action
@@ -145,13 +146,15 @@ class _Runner(TorchDispatchMode):
         kwargs = kwargs or {}
         if self.internal:
             return tensor_result(func(*args, **kwargs))
-        refs = None
+        refs, folded = None, set()
         if self.next < len(self.s.order) and self.s.ops[self.s.order[self.next]].get("aten") == func.overloadpacket.__name__:
             self.advance()  # the actions issued before this op's compute
-            if self.s.ops[self.s.order[self.next]]["phase"] != "backward":
+            upcoming = self.s.ops[self.s.order[self.next]]
+            folded = set(upcoming.get("in_place", []))
+            if upcoming["phase"] != "backward":
                 self._shrink_swapped()
         self._bring_back(args, kwargs)
-        self._preserve_overwritten(func, args)
+        self._preserve_overwritten(func, args, folded)
         out = func(*args, **kwargs)
         if is_scalar_result(out):
             return tensor_result(out)
@@ -168,10 +171,13 @@ class _Runner(TorchDispatchMode):
         action = self.s.actions[self.ap] if self.ap < len(self.s.actions) else None
         if action is None or action["kind"] != "compute" or action["op"] != op["id"]:
             raise PlanError(f"plan: op '{op['name']}' runs where the plan issues {action}")
-        if op["phase"] == "forward" and op.get("recomputable", True):
+        if op["phase"] == "forward" and (op.get("recomputable", True) or "in_place" in op):
             refs = _template((args, kwargs), self._tid)
+        for tid in op.get("in_place", []):  # replayed when its producer is recomputed
+            self.replays.setdefault(tid, []).append((func, refs))
         by_key = {storage_key(t): t for t in tensors_in((args, kwargs)) if storage_bytes(t)}
-        made = [by_key[k] for k in effect.writes if self.current.get(k) not in self.persistent] + effect.made
+        made = [by_key[k] for k in effect.writes
+                if self.current.get(k) not in self.persistent and self.current.get(k) not in folded] + effect.made
         self._hold(op, made)
         if refs is not None:
             self.recipes[op["id"]] = (func, refs)
@@ -188,7 +194,7 @@ class _Runner(TorchDispatchMode):
         if any(t.storage().nbytes() == 0 and t.numel() for t in tensors_in((args, kwargs))):
             self.advance()
 
-    def _preserve_overwritten(self, func, args):
+    def _preserve_overwritten(self, func, args, folded):
         """An in-place op makes a new version of a storage (trace.py). Where
         the plan still reads the old version after this op (to recompute
         from it), the old version moves to a copy first; the graph counts
@@ -196,7 +202,8 @@ class _Runner(TorchDispatchMode):
         for i in written_positions(func, args):
             for t in tensors_in(args[i]):
                 tid = self.current.get(storage_key(t)) if storage_bytes(t) else None
-                if tid is None or tid in self.persistent or self.s.last_read.get(tid, -1) <= self.ap:
+                if tid is None or tid in self.persistent or tid in folded or \
+                        self.s.last_read.get(tid, -1) <= self.ap:
                     continue
                 self.internal = True
                 try:
@@ -417,6 +424,13 @@ class _Runner(TorchDispatchMode):
                             f"{len(op['outputs'])}")
         for tid, t in missing:
             self._keep(tid, t)
+            for replay, replay_refs in self.replays.get(tid, []):
+                replay_args, replay_kwargs = self._resolve(replay_refs, op)
+                self.internal = True
+                try:
+                    replay(*replay_args, **replay_kwargs)
+                finally:
+                    self.internal = False
         self.recomputed += 1
 
     def _scratch(self, value):
