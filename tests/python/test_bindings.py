@@ -16,15 +16,9 @@ import sys
 import tempfile
 import unittest
 
-SKIP = 77
-if os.environ.get("MEMPLAN_PYTHON_SKIP"):
-    print("SKIPPED: " + os.environ["MEMPLAN_PYTHON_SKIP"])
-    sys.exit(SKIP)
-try:
-    import memplan
-except ImportError as e:
-    print(f"SKIPPED: the memplan module is not on PYTHONPATH ({e})")
-    sys.exit(SKIP)
+from skipping import require
+
+memplan, = require("memplan", hint="the memplan module is not on PYTHONPATH")
 
 CLI = os.environ.get("MEMPLAN_CLI", "")
 DATA = pathlib.Path(__file__).resolve().parent.parent / "data"

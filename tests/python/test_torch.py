@@ -7,21 +7,12 @@ CTest runs it with the memplan module's folder and python/ on PYTHONPATH;
 without torch or the module it prints SKIPPED and exits 77.
 """
 
-import os
-import sys
 import unittest
 
-SKIP = 77
-if os.environ.get("MEMPLAN_PYTHON_SKIP"):
-    print("SKIPPED: " + os.environ["MEMPLAN_PYTHON_SKIP"])
-    sys.exit(SKIP)
-try:
-    import torch  # noqa: F401
-    import torchvision  # noqa: F401
-    import memplan
-except ImportError as e:
-    print(f"SKIPPED: {e} (tools/setup test installs python3-torch and python3-torchvision)")
-    sys.exit(SKIP)
+from skipping import require
+
+torch, torchvision, memplan = require("torch", "torchvision", "memplan",
+                                      hint="tools/setup test installs python3-torch and python3-torchvision")
 
 from memplan_torch import check, export, models
 
