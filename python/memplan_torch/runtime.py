@@ -3,33 +3,28 @@
 The step runs under a TorchDispatchMode that numbers the ATen ops exactly as
 the exporter did (trace.py), and under torch.autograd.graph.saved_tensors_hooks:
 autograd keeps a handle (tensor id and view) instead of each saved tensor,
-and the runner alone holds the device copies. Before op i runs, the runner has
+and the runner holds the device copies. Before op i runs, the runner has
 carried out every action the plan issues before compute(i), in issue order:
-- swap_out(t): t's storage is copied to a host store (pinned memory on its own
-  CUDA stream where there is a GPU) and the runner drops the device copy;
-- swap_in(t): a new device storage is filled from the host copy;
-- free(t): the device copy is dropped (t is recomputed later or dead);
+- swap_out(t): t's storage is copied to host memory (pinned, on its own CUDA
+  stream where there is a GPU) and shrunk to nothing in place;
+- swap_in(t): the storage gets its bytes back from the host copy;
+- free(t): the runner drops its reference (t is recomputed later or dead);
 - recompute(s): op s runs again on the tensors the plan brought back; an
   in-place op runs on a copy of its input (that copy is the new version),
-  and batch norm writes its running statistics into scratch copies, so no
-  side effect happens twice.
+  batch norm writes its running statistics into scratch copies, and the
+  unary in-place ops folded into an output are replayed on it, so no side
+  effect happens twice.
 A tensor's device copy is also dropped after the last action that reads it
-(plan.hpp: released automatically), as in the simulator.
-
-The accountant measures, after every op and action, the bytes of every
-storage of the graph that is still alive -- held by the runner, by autograd
-or by the model's Python code (weak references tell) -- and not moved to the
-host: what would be on the device. On CUDA, torch.cuda.max_memory_allocated
-is reported beside it.
+(plan.hpp: released automatically), as in the simulator. docs/pytorch.md
+says why actions run when they do; accountant.py measures the bytes.
 """
-
-import weakref
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .trace import OpEffect, is_scalar_result, tensor_result, storage_bytes, storage_key, tensors_in, training_step, written_positions, \
-    without_profiler_annotations
+from .trace import (OpEffect, is_scalar_result, storage_bytes, storage_key, tensor_result, tensors_in,
+                    training_step, without_profiler_annotations, written_positions)
+from .accountant import Accountant
 from .exporter import persistent_tensors
 
 
@@ -111,13 +106,12 @@ class _Runner(TorchDispatchMode):
         self.resident = {}    # tensor id -> a tensor over its whole device storage (the runner's copy)
         self.host = {}        # tensor id -> its latest host copy
         self.off = set()      # ids of tensors whose device copy is released (swapped out or freed)
-        self.parked = {}      # tensor id -> the accountant's references to it while in host memory
         self.recipes = {}     # op id -> (func, argument templates)
         self.replays = {}     # tensor id -> the unary in-place ops run on it (exporter.Recorder._folds)
-        self.watched = {}     # storage key -> (bytes, weak references to tensors on it)
+        self.acc = Accountant()
         self.next = 0         # position in the schedule of the next op
         self.ap = 0           # the next action
-        self.peak = self.swapped = self.recomputed = self.early = 0
+        self.swapped = self.recomputed = self.early = 0
         self.done = set()     # actions carried out ahead of their turn (_early)
         self.computed = set()  # ops run (a split op's later micro-ops are then no-ops)
         self.micro_released = {}  # tensor id -> {part: action} of its micro-tensors released so far
@@ -159,7 +153,7 @@ class _Runner(TorchDispatchMode):
         if is_scalar_result(out):
             return tensor_result(out)
         effect = OpEffect(func, args, kwargs, out)
-        self._watch(tensors_in((args, kwargs, out)))
+        self.acc.watch(tensors_in((args, kwargs, out)))
         if not effect.is_op:
             return out
         if self.next >= len(self.s.order):
@@ -211,7 +205,7 @@ class _Runner(TorchDispatchMode):
                 finally:
                     self.internal = False
                 self.resident[tid] = copy.storage()
-                self.watched[storage_key(copy)] = (storage_bytes(copy), [weakref.ref(copy)])
+                self.acc.track(copy)
 
     def _tid(self, t):
         k = storage_key(t)
@@ -233,7 +227,7 @@ class _Runner(TorchDispatchMode):
         self.current[storage_key(t)] = tid
         self.resident[tid] = t.storage()
         self.off.discard(tid)
-        self.watched[storage_key(t)] = (storage_bytes(t), [weakref.ref(t)])
+        self.acc.track(t)
 
     # ---- the plan's other actions ------------------------------------------------
 
@@ -343,7 +337,7 @@ class _Runner(TorchDispatchMode):
             self.shrinking.append((tid, storage))
 
     def _shrink(self, tid, storage):
-        self.parked[tid] = self.watched.pop(storage.data_ptr(), (storage.nbytes(), []))[1]
+        self.acc.park(tid, storage)
         storage.resize_(0)
 
     def _shrink_swapped(self):
@@ -385,7 +379,7 @@ class _Runner(TorchDispatchMode):
         finally:
             self.internal = False
         self.current[storage.data_ptr()] = tid
-        self.watched[storage.data_ptr()] = (storage.nbytes(), self.parked.pop(tid, []) + [weakref.ref(whole)])
+        self.acc.unpark(tid, storage, whole)
 
     def _free(self, a):
         if a["tensor"] in self.off or (a["tensor"] not in self.resident and a["tensor"] not in self.state):
@@ -460,7 +454,7 @@ class _Runner(TorchDispatchMode):
             view.set_(base, ref.offset, ref.size, ref.stride)
         finally:
             self.internal = False
-        self._watch([view])
+        self.acc.watch([view])
         return view
 
     # ---- autograd's saved tensors ------------------------------------------------
@@ -481,25 +475,10 @@ class _Runner(TorchDispatchMode):
             self._early(handle.tid)
         return self._view(handle, f"the backward of op {self.s.order[min(self.next, len(self.s.order) - 1)]}")
 
-    # ---- the accountant ----------------------------------------------------------
-
-    def _watch(self, tensors):
-        for t in tensors:
-            if storage_bytes(t) and storage_key(t) in self.watched:
-                self.watched[storage_key(t)][1].append(weakref.ref(t))
-
     def _account(self):
         held = {st.data_ptr() for st in self.resident.values()}
-        live = self.state_bytes - sum(self.s.tensors[t]["bytes"] for t in self.off if t in self.state and
-                                      self.s.tensors[t]["kind"] != "input")
-        for k, (size, refs) in list(self.watched.items()):
-            alive = [r for r in refs if r() is not None]
-            if alive or k in held:
-                live += size
-                self.watched[k] = (size, alive)
-            else:
-                del self.watched[k]
-        self.peak = max(self.peak, live)
+        self.acc.measure(held, self.state_bytes - sum(self.s.tensors[t]["bytes"] for t in self.off
+                                                      if t in self.state and self.s.tensors[t]["kind"] != "input"))
 
     def finish(self):
         """After the last ATen op: the graph's last op (`step_end`, which
@@ -525,7 +504,7 @@ class _Runner(TorchDispatchMode):
                 self._swap_in({"kind": "swap_in", "tensor": tid})
 
     def report(self):
-        out = {"accounted_peak_bytes": self.peak, "swapped_out_bytes": self.swapped,
+        out = {"accounted_peak_bytes": self.acc.peak, "swapped_out_bytes": self.swapped,
                "recomputed_ops": self.recomputed,
                "early_actions": self.early,
                "micro_actions": self.micro_actions}
