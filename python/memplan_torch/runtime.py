@@ -477,8 +477,7 @@ class _Runner(TorchDispatchMode):
 
     def _account(self):
         held = {st.data_ptr() for st in self.resident.values()}
-        self.acc.measure(held, self.state_bytes - sum(self.s.tensors[t]["bytes"] for t in self.off
-                                                      if t in self.state and self.s.tensors[t]["kind"] != "input"))
+        self.acc.measure(held, self.state_bytes - sum(self.s.tensors[t]["bytes"] for t in self.off if t in self.state))
 
     def finish(self):
         """After the last ATen op: the graph's last op (`step_end`, which
