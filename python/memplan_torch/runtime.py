@@ -63,8 +63,9 @@ class PlannedStep:
         self.tensors = graph["tensors"]
         self.ops = {op["id"]: op for op in graph["ops"]}
         self.order = graph.get("schedule") or [op["id"] for op in graph["ops"]]
-        self.actions = plan["actions"]
         self._check_plan()
+        self.actions = plan["actions"]
+        self._index_reads()
         self.report = None
 
     def _check_plan(self):
@@ -72,6 +73,8 @@ class PlannedStep:
             raise PlanError("plan: not a memplan-plan document (its 'format' field)")
         if not self.plan.get("feasible", True):
             raise PlanError(f"plan: the {self.plan.get('planner')} plan is not feasible: {self.plan.get('reason')}")
+
+    def _index_reads(self):
         # The last action that reads each tensor: its device copy goes after it.
         self.release_after = {}
         last = {}

@@ -65,6 +65,31 @@ class Export(unittest.TestCase):
         self.assertAlmostEqual(conv["time_us"], 5 + 2 * 8 * 64 * 112 * 112 * 147 / (15.7e6 * 0.65), delta=1)
 
 
+class BadInput(unittest.TestCase):
+    def test_unknown_model_exits_2_naming_it(self):
+        import contextlib
+        import io
+        from memplan_torch.__main__ import main
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            code = main(["export", "--model", "resnet1000", "--batch", "2", "--out", "/dev/null"])
+        self.assertEqual(code, 2)
+        self.assertIn("'resnet1000' is neither a torchvision classification model nor 'transformer'", err.getvalue())
+
+    def test_plan_for_another_graph_is_refused(self):
+        from memplan_torch import PlanError, apply
+        model, inputs, target, loss_fn = models.build("resnet18", 2)
+        optimizer = models.sgd(model)
+        graph = export(model, inputs, target, loss_fn, optimizer, times="cpu")
+        with self.assertRaisesRegex(PlanError, "not a memplan-plan document"):
+            apply(model, optimizer, loss_fn, graph, {"format": "memplan-graph"})
+        other = torchvision.models.resnet34()
+        plan = memplan.plan(graph, device="v100", budget="110%", planner="tsplit").to_json()
+        step = apply(other, models.sgd(other), loss_fn, graph, plan)
+        with self.assertRaisesRegex(PlanError, "was the graph exported from this model"):
+            step(inputs, target)
+
+
 class PlannedStep(unittest.TestCase):
     """One plain and one planned step from the same state (memplan_torch.check).
     Budgets: 50 % where the planner fits at batch 8, else the smallest of
