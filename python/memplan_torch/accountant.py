@@ -36,6 +36,10 @@ class Accountant:
         """The storage of `tid` has its bytes back (`t` is a tensor on it)."""
         self.watched[storage.data_ptr()] = (storage.nbytes(), self.parked.pop(tid, []) + [weakref.ref(t)])
 
+    def referenced(self, key):
+        """Whether a tensor object on the storage at `key` is alive."""
+        return any(r() is not None for r in self.watched.get(key, (0, []))[1])
+
     def measure(self, held, state_bytes):
         """Counts now: `held` are the storage keys the runner holds,
         `state_bytes` the persistent state on the device."""

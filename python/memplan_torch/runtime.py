@@ -114,7 +114,8 @@ class _Runner(TorchDispatchMode):
         self.acc = Accountant()
         self.next = 0         # position in the schedule of the next op
         self.ap = 0           # the next action
-        self.swapped = self.recomputed = self.early = 0
+        self.swapped = self.recomputed = self.early = self.spilled_bytes = 0
+        self.spilled = set()  # ids of freed tensors Python still holds, in host memory (_spill)
         self.done = set()     # actions carried out ahead of their turn (_early)
         self.computed = set()  # ops run (a split op's later micro-ops are then no-ops)
         self.micro_released = {}  # tensor id -> {part: action} of its micro-tensors released so far
@@ -313,7 +314,7 @@ class _Runner(TorchDispatchMode):
         finally:
             self.internal = False
 
-    def _swap_out(self, a):
+    def _swap_out(self, a, counted=True):
         """Copies the storage to the host and shrinks it to nothing in place:
         every tensor on it (autograd's, the model's) stays valid and gets its
         bytes back at the swap-in."""
@@ -333,7 +334,7 @@ class _Runner(TorchDispatchMode):
             self.internal = False
         self.host[tid] = host
         self.off.add(tid)
-        self.swapped += storage.nbytes()
+        self.swapped += storage.nbytes() if counted else 0
         if tid in self.state:
             self._shrink(tid, storage)
         else:
@@ -388,7 +389,9 @@ class _Runner(TorchDispatchMode):
         if a["tensor"] in self.off or (a["tensor"] not in self.resident and a["tensor"] not in self.state):
             return  # released already (swapped out, or its last reader has ended: plan.hpp)
         tid, storage = self._on_device(a)
-        if tid not in self.state:
+        if tid not in self.state and self.acc.referenced(storage.data_ptr()):
+            self._spill(tid, storage)
+        elif tid not in self.state:
             self.resident.pop(tid)
         elif self.s.tensors[tid]["kind"] == "input":
             pass  # the caller holds its batch: the accountant keeps counting it
@@ -398,12 +401,28 @@ class _Runner(TorchDispatchMode):
         else:
             raise PlanError(f"plan: free of persistent tensor '{self.s.tensors[tid]['name']}' without a host copy")
 
+    def _spill(self, tid, storage):
+        """A freed tensor that Python still holds (nn.Module keeps a layer's
+        input until the layer returns; the graph ends it at its last ATen
+        use): dropping the runner's reference would free nothing, so its
+        storage goes to host memory like a swap-out, and the recompute that
+        brings it back restores those bytes into the same storage, where the
+        Python objects on it find them (`spilled_bytes` in the report)."""
+        self._swap_out({"kind": "free", "tensor": tid}, counted=False)
+        self.spilled.add(tid)
+        self.spilled_bytes += storage.nbytes()
+
     def _recompute(self, a):
         op = self.s.ops[a["op"]]
         if op["id"] not in self.recipes:
             raise PlanError(f"plan: recompute of '{op['name']}', which is not recomputable")
-        if all(tid in self.resident and tid not in self.off for tid in op["outputs"]):
+        need = [tid for tid in op["outputs"] if tid not in self.resident or tid in self.off]
+        if not need:
             return  # a later micro-op of a split recompute: the whole op ran at the first
+        if all(tid in self.spilled for tid in need):
+            for tid in need:
+                self._restore(tid)
+            return
         func, refs = self.recipes[op["id"]]
         args, kwargs = self._resolve(refs, op)
         written = written_positions(func, args)
@@ -420,6 +439,9 @@ class _Runner(TorchDispatchMode):
             raise PlanError(f"recomputed '{op['name']}' made {len(made)} tensors; the graph says "
                             f"{len(op['outputs'])}")
         for tid, t in missing:
+            if tid in self.spilled:
+                self._restore(tid)
+                continue
             self._keep(tid, t)
             for replay, replay_refs in self.replays.get(tid, []):
                 replay_args, replay_kwargs = self._resolve(replay_refs, op)
@@ -429,6 +451,10 @@ class _Runner(TorchDispatchMode):
                 finally:
                     self.internal = False
         self.recomputed += 1
+
+    def _restore(self, tid):
+        self.spilled.discard(tid)
+        self._swap_in({"kind": "swap_in", "tensor": tid})
 
     def _scratch(self, value):
         self.internal = True
@@ -508,7 +534,7 @@ class _Runner(TorchDispatchMode):
     def report(self):
         out = {"accounted_peak_bytes": self.acc.peak, "swapped_out_bytes": self.swapped,
                "recomputed_ops": self.recomputed,
-               "early_actions": self.early,
+               "early_actions": self.early, "spilled_bytes": self.spilled_bytes,
                "micro_actions": self.micro_actions}
         if torch.cuda.is_available():
             out["cuda_max_memory_allocated_bytes"] = torch.cuda.max_memory_allocated()
