@@ -8,6 +8,7 @@ from . import models
 from ._native import native
 from .exporter import export
 from .runtime import PlannedStep
+from .trace import training_step
 
 
 def plan(graph, *, device, budget, planner):
@@ -43,7 +44,7 @@ def check(model_name, batch, *, device, budget, planner, seq_len=64, resolution=
     plain_model, plain_opt = _train_state(model, optimizer)
     planned_model, planned_opt = _train_state(model, optimizer)
     torch.manual_seed(1)  # both steps draw the same dropout masks
-    plain_loss = _plain_step(plain_model, plain_opt, inputs, target, loss_fn)
+    plain_loss = training_step(plain_model, inputs, target, loss_fn, plain_opt)
     step = PlannedStep(planned_model, planned_opt, loss_fn, graph, planned.to_json())
     torch.manual_seed(1)
     planned_loss = step(inputs, target)
@@ -54,8 +55,3 @@ def check(model_name, batch, *, device, budget, planner, seq_len=64, resolution=
     result.update(identical=all(torch.equal(a, b) for a, b in pairs), max_abs_diff=diff, **step.report)
     result["under_budget"] = result["accounted_peak_bytes"] <= result["budget_bytes"]
     return result
-
-
-def _plain_step(model, optimizer, inputs, target, loss_fn):
-    from .trace import training_step
-    return training_step(model, inputs, target, loss_fn, optimizer)

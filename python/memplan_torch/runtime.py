@@ -19,6 +19,8 @@ A tensor's device copy is also dropped after the last action that reads it
 says why actions run when they do; accountant.py measures the bytes.
 """
 
+import contextlib
+
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -131,12 +133,10 @@ class _Runner(TorchDispatchMode):
                                 "this model, optimizer and batch?")
             self.current[storage_key(t)] = tid
         self.state = {tid: t for tid, (t, _, _) in enumerate(persistent)}  # never released
-        self.persistent = set(self.state)
         self.state_bytes = sum(storage_bytes(t) for t in self.state.values())
         # Offloaded state (plan.hpp) starts the step in host memory.
         for tid in step.plan.get("offloaded_state", []):
-            self._swap_out({"kind": "swap_out", "tensor": tid})
-        self.swapped = 0
+            self._swap_out({"kind": "swap_out", "tensor": tid}, counted=False)
 
     # ---- the ATen ops of the step ------------------------------------------------
 
@@ -175,7 +175,7 @@ class _Runner(TorchDispatchMode):
             self.replays.setdefault(tid, []).append((func, refs))
         by_key = {storage_key(t): t for t in tensors_in((args, kwargs)) if storage_bytes(t)}
         made = [by_key[k] for k in effect.writes
-                if self.current.get(k) not in self.persistent and self.current.get(k) not in folded] + effect.made
+                if self.current.get(k) not in self.state and self.current.get(k) not in folded] + effect.made
         self._hold(op, made)
         if refs is not None:
             self.recipes[op["id"]] = (func, refs)
@@ -200,16 +200,23 @@ class _Runner(TorchDispatchMode):
         for i in written_positions(func, args):
             for t in tensors_in(args[i]):
                 tid = self.current.get(storage_key(t)) if storage_bytes(t) else None
-                if tid is None or tid in self.persistent or tid in folded or \
+                if tid is None or tid in self.state or tid in folded or \
                         self.s.last_read.get(tid, -1) <= self.ap:
                     continue
-                self.internal = True
-                try:
+                with self._untraced():
                     copy = self._whole(self.resident[tid]).clone()
-                finally:
-                    self.internal = False
                 self.resident[tid] = copy.storage()
                 self.acc.track(copy)
+
+    @contextlib.contextmanager
+    def _untraced(self):
+        """The runner's own ATen calls (copies, views, recomputes) pass
+        through the dispatch mode without being counted as the step's ops."""
+        outer, self.internal = self.internal, True
+        try:
+            yield
+        finally:
+            self.internal = outer
 
     def _tid(self, t):
         k = storage_key(t)
@@ -289,7 +296,7 @@ class _Runner(TorchDispatchMode):
 
     def _passed(self, i):
         for tid in self.s.release_after.get(i, ()):
-            if tid not in self.persistent:
+            if tid not in self.state:
                 self.resident.pop(tid, None)
         self._account()
 
@@ -308,11 +315,8 @@ class _Runner(TorchDispatchMode):
 
     def _whole(self, storage):
         """A tensor over all of `storage` (not counted as an op)."""
-        self.internal = True
-        try:
+        with self._untraced():
             return torch.empty(0, dtype=storage.dtype, device=storage.device).set_(storage)
-        finally:
-            self.internal = False
 
     def _swap_out(self, a, counted=True):
         """Copies the storage to the host and shrinks it to nothing in place:
@@ -320,8 +324,7 @@ class _Runner(TorchDispatchMode):
         bytes back at the swap-in."""
         tid, storage = self._on_device(a)
         whole = self._whole(storage)
-        self.internal = True
-        try:
+        with self._untraced():
             host = torch.empty(whole.shape, dtype=whole.dtype, pin_memory=whole.is_cuda)
             if self.stream is not None and whole.is_cuda:
                 self.stream.wait_stream(torch.cuda.current_stream())
@@ -330,8 +333,6 @@ class _Runner(TorchDispatchMode):
                 self.stream.synchronize()
             else:
                 host.copy_(whole)
-        finally:
-            self.internal = False
         self.host[tid] = host
         self.off.add(tid)
         self.swapped += storage.nbytes() if counted else 0
@@ -362,26 +363,20 @@ class _Runner(TorchDispatchMode):
         self.off.discard(tid)
         storage = self._storage(tid)
         if storage is None:  # its storage went with a free: a new one
-            self.internal = True
-            try:
+            with self._untraced():
                 fresh = torch.empty(host.shape, dtype=host.dtype, device=self.device)
-            finally:
-                self.internal = False
             self._keep(tid, fresh)
             storage = self.resident[tid]
         if storage.nbytes() == 0:
             storage.resize_(host.numel())
         whole = self._whole(storage)
-        self.internal = True
-        try:
+        with self._untraced():
             if self.stream is not None and whole.is_cuda:
                 with torch.cuda.stream(self.stream):
                     whole.copy_(host, non_blocking=True)
                 torch.cuda.current_stream().wait_stream(self.stream)
             else:
                 whole.copy_(host)
-        finally:
-            self.internal = False
         self.current[storage.data_ptr()] = tid
         self.acc.unpark(tid, storage, whole)
 
@@ -427,12 +422,9 @@ class _Runner(TorchDispatchMode):
         args, kwargs = self._resolve(refs, op)
         written = written_positions(func, args)
         args = tuple(self._scratch(v) if i in written else v for i, v in enumerate(args))
-        self.internal = True
-        try:
+        with self._untraced():
             out = func(*args, **kwargs)
-        finally:
-            self.internal = False
-        versions = [args[i] for i in sorted(written) if refs[0][i].tid not in self.persistent]
+        versions = [args[i] for i in sorted(written) if refs[0][i].tid not in self.state]
         made = versions + OpEffect(func, args, kwargs, out).made
         missing = [(tid, t) for tid, t in zip(op["outputs"], made) if tid not in self.resident or tid in self.off]
         if len(made) != len(op["outputs"]):
@@ -445,11 +437,8 @@ class _Runner(TorchDispatchMode):
             self._keep(tid, t)
             for replay, replay_refs in self.replays.get(tid, []):
                 replay_args, replay_kwargs = self._resolve(replay_refs, op)
-                self.internal = True
-                try:
+                with self._untraced():
                     replay(*replay_args, **replay_kwargs)
-                finally:
-                    self.internal = False
         self.recomputed += 1
 
     def _restore(self, tid):
@@ -457,11 +446,8 @@ class _Runner(TorchDispatchMode):
         self._swap_in({"kind": "swap_in", "tensor": tid})
 
     def _scratch(self, value):
-        self.internal = True
-        try:
+        with self._untraced():
             return value.clone() if isinstance(value, torch.Tensor) else value
-        finally:
-            self.internal = False
 
     def _resolve(self, value, op):
         if isinstance(value, _Ref):
@@ -477,12 +463,9 @@ class _Runner(TorchDispatchMode):
         if base is None or ref.tid in self.off:
             where = "in host memory" if ref.tid in self.host else "freed"
             raise PlanError(f"{purpose} needs '{self.s.tensors[ref.tid]['name']}', which the plan left {where}")
-        self.internal = True
-        try:
+        with self._untraced():
             view = torch.empty(0, dtype=ref.dtype, device=base.device)
             view.set_(base, ref.offset, ref.size, ref.stride)
-        finally:
-            self.internal = False
         self.acc.watch([view])
         return view
 
@@ -491,7 +474,7 @@ class _Runner(TorchDispatchMode):
     def pack(self, t):
         k = storage_key(t) if storage_bytes(t) else None
         tid = self.current.get(k)
-        if tid is None or tid in self.persistent or tid not in self.resident:
+        if tid is None or tid in self.state or tid not in self.resident:
             return t
         return _Ref(tid, t)
 
