@@ -1,0 +1,19 @@
+cmake_policy(SET CMP0057 NEW)  # IN_LIST in script mode
+# Runs one trainer under every planner at --budget 50 for 20 iterations
+# (issue 27): the planners in FEASIBLE must exit 0 (loss and weights equal
+# to the unplanned run's bit for bit, the arena within the budget), the
+# others 2 (no plan fits, with the planner's reason on stderr).
+#   cmake -DTRAINER=path -DPLANNERS="a;b" -DFEASIBLE="a" -P check_trainer.cmake
+foreach(planner IN LISTS PLANNERS)
+  execute_process(COMMAND "${TRAINER}" --planner ${planner} --budget 50 --iterations 20
+                  RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(planner IN_LIST FEASIBLE)
+    if(NOT code EQUAL 0 OR NOT out MATCHES "iteration 20: .*\\(within\\).*: identical")
+      message(FATAL_ERROR "${planner}: exit ${code}, expected 0 (identical, within the budget)\n${out}${err}")
+    endif()
+  elseif(NOT code EQUAL 2 OR NOT err MATCHES "${planner} cannot meet [0-9]+ bytes: ")
+    message(FATAL_ERROR "${planner}: exit ${code}, expected 2 (no plan fits)\n${out}${err}")
+  endif()
+  string(REGEX MATCH "planned: [^\n]*" summary "${out}")
+  message(STATUS "${planner}: exit ${code} ${summary}")
+endforeach()
