@@ -14,6 +14,7 @@
 // separate tensors from the updated parameters the update ops write (the
 // trainer feeds the latter back as the next iteration's parameters).
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -104,14 +105,14 @@ class net_builder {
   void conv(int c_out) {
     dims d = cur_;
     d.c_out = c_out;
-    const index_t w = parameter("conv" + suffix() + ".weight", static_cast<std::size_t>(c_out) * d.c_in * 9);
+    const index_t w = parameter(name_of(layer_op::conv) + ".weight", static_cast<std::size_t>(c_out) * d.c_in * 9);
     const double macs = static_cast<double>(d.batch) * c_out * d.h * d.w * d.c_in * 9;
     forward(layer_op::conv, d, {w}, static_cast<std::size_t>(c_out) * d.h * d.w, 2 * macs);
     cur_.c_in = c_out;
   }
   void batchnorm() {
     const dims d = same(cur_);
-    const index_t gb = parameter("bn" + suffix() + ".weight_bias", 2 * static_cast<std::size_t>(d.c_in));
+    const index_t gb = parameter(name_of(layer_op::batchnorm) + ".weight_bias", 2 * static_cast<std::size_t>(d.c_in));
     forward(layer_op::batchnorm, d, {gb}, d.in_elements(), 8.0 * d.batch * d.in_elements());
   }
   void relu() { forward(layer_op::relu, same(cur_), {}, cur_.in_elements(), 1.0 * cur_.batch * cur_.in_elements()); }
@@ -123,7 +124,7 @@ class net_builder {
   }
   void linear(int out) {
     dims d{.c_in = static_cast<int>(cur_.in_elements()), .c_out = out, .h = 1, .w = 1, .batch = cur_.batch};
-    const index_t w = parameter("fc" + suffix() + ".weight_bias", static_cast<std::size_t>(out) * (d.c_in + 1));
+    const index_t w = parameter(name_of(layer_op::linear) + ".weight_bias", static_cast<std::size_t>(out) * (d.c_in + 1));
     forward(layer_op::linear, d, {w}, static_cast<std::size_t>(out), 2.0 * d.batch * out * d.c_in);
     cur_ = {.c_in = out, .c_out = out, .h = 1, .w = 1, .batch = cur_.batch};
   }
@@ -144,7 +145,12 @@ class net_builder {
     d.c_out = d.c_in;
     return d;
   }
-  std::string suffix() const { return std::to_string(layers_.size() + 1); }
+  /// The next layer of `kind`'s name: conv1, conv2, bn1, relu1, pool1, fc1, ...
+  std::string name_of(layer_op kind) const {
+    static constexpr const char* names[] = {"conv", "", "", "bn", "", "relu", "", "pool", "", "fc"};
+    const auto same_kind = std::count_if(layers_.begin(), layers_.end(), [&](const record& r) { return r.kind == kind; });
+    return names[static_cast<std::size_t>(kind)] + std::to_string(same_kind + 1);
+  }
 
   index_t tensor(const std::string& name, std::size_t floats, tensor_kind kind) {
     return n_.g.add_tensor({.id = static_cast<std::int64_t>(n_.g.num_tensors()), .name = name,
@@ -179,8 +185,7 @@ class net_builder {
   }
 
   void forward(layer_op kind, const dims& d, std::vector<index_t> params, std::size_t out_per_sample, double flops) {
-    static constexpr const char* names[] = {"conv", "", "", "bn", "", "relu", "", "pool", "", "fc"};
-    const std::string name = names[static_cast<std::size_t>(kind)] + suffix();
+    const std::string name = name_of(kind);
     const index_t y = tensor(name + ".out", static_cast<std::size_t>(d.batch) * out_per_sample, tensor_kind::activation);
     std::vector<index_t> in{x_};
     in.insert(in.end(), params.begin(), params.end());

@@ -222,6 +222,11 @@ inline void print_report(const network& n, const options& o, bytes_t budget, con
                      {"simulated_ms", sim.time_us / 1e3}, {"simulated_unplanned_ms", sim.baseline_time_us / 1e3},
                      {"swapped_out_bytes", got.stats.swapped_out_bytes}, {"ops_run", got.stats.ops_run},
                      {"micro_actions", got.stats.micro_actions}};
+    if (o.measure_ops) {  // as measured on this backend: what the planner and the simulator used
+      nlohmann::json ops = nlohmann::json::object();
+      for (std::size_t step = 0; step < n.p.num_steps(); ++step) ops[n.p.op_name[step]] = n.p.time_us[step];
+      j["op_times_us"] = std::move(ops);
+    }
     std::printf("%s\n", j.dump(2).c_str());
     return;
   }
