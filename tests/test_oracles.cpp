@@ -397,8 +397,8 @@ int milp_never_beaten(const problem& p, planner_options milp_options, bool seed_
       CAPTURE(entry.name);
       planner_options o;
       o.time_limit_s = 1;
-      for (const std::string_view opt : entry.options) {
-        if (opt == "iterations" || opt == "particles") o.extra[std::string(opt)] = "20";
+      for (const planner_option& opt : entry.options) {
+        if (opt.name == "iterations" || opt.name == "particles") o.extra[std::string(opt.name)] = "20";
       }
       const plan pl = entry.run(p, dev, budget, o);
       if (pl.feasible && recompute_only(pl)) rivals.emplace_back(entry.name, judge(p, pl, budget));

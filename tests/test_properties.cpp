@@ -66,8 +66,8 @@ planner_options options_for(const planner_entry& e, std::uint64_t seed) {
   o.seed = seed;
   o.time_limit_s = seed % 7 == 3 ? 1e-9 : 1.0;
   o.threads = seed % 4 == 0 ? 2 : 1;
-  for (const std::string_view name : e.options) {
-    if (const auto it = small_search.find(name); it != small_search.end()) o.extra.emplace(it->first, it->second);
+  for (const planner_option& opt : e.options) {
+    if (const auto it = small_search.find(opt.name); it != small_search.end()) o.extra.emplace(it->first, it->second);
   }
   return o;
 }

@@ -35,6 +35,7 @@ TEST_CASE("regression: zoo cells through the registry and the simulator") {
     const report r = simulate(p, pl, d, budget);
     CHECK(pl.feasible == cell.at("feasible").get<bool>());
     CHECK(r.feasible == pl.feasible);
+    if (!pl.feasible) continue;  // an infeasible plan's figures mean nothing (tools/regression.py keeps none)
     CHECK(r.overhead == test::pinned(cell.at("overhead").get<double>(), data));
     CHECK(r.peak_bytes == cell.at("peak_bytes").get<bytes_t>());
     CHECK(r.offloaded_state_bytes == cell.at("offloaded_state_bytes").get<bytes_t>());

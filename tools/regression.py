@@ -34,7 +34,9 @@ def zoo_numbers(memplan, cell):
     if "scale" in cell:
         source += ["--scale", str(cell["scale"])]
     r = plan_json(memplan, source, cell["budget"], cell["planner"])
-    return {"feasible": r["feasible"], "overhead": round(r["overhead"], DIGITS), "peak_bytes": r["peak_bytes"],
+    if not r["feasible"]:  # an infeasible plan has no figures
+        return {"feasible": False}
+    return {"feasible": True, "overhead": round(r["overhead"], DIGITS), "peak_bytes": r["peak_bytes"],
             "offloaded_state_bytes": r["offloaded_state_bytes"]}
 
 

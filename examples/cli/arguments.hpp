@@ -17,34 +17,54 @@
 namespace memplan::cli {
 
 struct option_spec {
-  std::string_view name;  // without the leading "--"
-  bool takes_value = true;
+  std::string_view name;   ///< without the leading "--"
+  std::string_view value;  ///< what it takes, for the help ("SIZE"); empty: a flag
+  std::string_view help;
+  bool required = false;
+  [[nodiscard]] constexpr bool takes_value() const noexcept { return !value.empty(); }
 };
 
 class arguments {
  public:
   arguments(std::string_view command, std::span<const option_spec> accepted, std::span<const char* const> argv)
       : command_(command) {
+    for (const char* word : argv) help_ = help_ || std::string_view(word) == "--help";
+    if (help_) {  // --help wins over everything else; the planner named, if any, narrows it
+      for (std::size_t i = 0; i + 1 < argv.size(); ++i) {
+        if (std::string_view(argv[i]) == "--planner") values_["planner"] = argv[i + 1];
+      }
+      return;
+    }
     for (std::size_t i = 0; i < argv.size(); ++i) {
       const std::string_view word = argv[i];
       MEMPLAN_EXPECTS(word.starts_with("--"), invalid_argument, "memplan ", command, ": unexpected argument '", word,
-                      "'", accepted_list(accepted));
+                      "'", see_help(command));
       const std::string_view name = word.substr(2);
       const option_spec* spec = nullptr;
       for (const auto& s : accepted) {
         if (s.name == name) spec = &s;
       }
       MEMPLAN_EXPECTS(spec != nullptr, invalid_argument, "memplan ", command, ": unknown option '", word, "'",
-                      accepted_list(accepted));
+                      see_help(command));
       MEMPLAN_EXPECTS(!values_.contains(std::string(name)), invalid_argument, "memplan ", command, ": option '",
                       word, "' given twice");
-      if (spec->takes_value) {
+      if (spec->takes_value()) {
         MEMPLAN_EXPECTS(i + 1 < argv.size(), invalid_argument, "memplan ", command, ": option '", word,
                         "' needs a value");
         values_[std::string(name)] = argv[++i];
       } else {
         values_[std::string(name)] = "";
       }
+    }
+  }
+
+  /// Whether `--help` was given (nothing else was checked).
+  [[nodiscard]] bool wants_help() const noexcept { return help_; }
+  /// \throws invalid_argument naming the first required option missing.
+  void check_required(std::span<const option_spec> accepted) const {
+    for (const auto& s : accepted) {
+      MEMPLAN_EXPECTS(!s.required || has(s.name), invalid_argument, "memplan ", command_, ": option '--", s.name,
+                      "' is required (memplan ", command_, " --help)");
     }
   }
 
@@ -56,7 +76,8 @@ class arguments {
   }
   [[nodiscard]] std::string require(std::string_view name) const {
     const auto v = get(name);
-    MEMPLAN_EXPECTS(v.has_value(), invalid_argument, "memplan ", command_, ": option '--", name, "' is required");
+    MEMPLAN_EXPECTS(v.has_value(), invalid_argument, "memplan ", command_, ": option '--", name,
+                    "' is required (memplan ", command_, " --help)");
     return *v;
   }
   /// An integer option in [lo, hi], or `fallback` when absent.
@@ -98,14 +119,13 @@ class arguments {
   }
 
  private:
-  static std::string accepted_list(std::span<const option_spec> accepted) {
-    std::string s = "; accepted:";
-    for (const auto& a : accepted) s.append(" --").append(a.name);
-    return s;
+  static std::string see_help(std::string_view command) {
+    return memplan::detail::concat(" (memplan ", command, " --help lists its options)");
   }
 
   std::string command_;
   std::map<std::string, std::string> values_;
+  bool help_ = false;
 };
 
 }  // namespace memplan::cli

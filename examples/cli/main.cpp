@@ -1,20 +1,10 @@
-// memplan: the command-line interface of DESIGN.md §8.
-//
-//   memplan models
-//   memplan info     SOURCE [--device D] [--json]
-//   memplan plan     SOURCE --device D --budget SIZE --planner P [--json] [--out plan.json] [--trace t.json] [--seed N]
-//                    [--host-memory SIZE]
-//   memplan compare  SOURCE --device D --budget SIZE [--planners a,b,...] [--json] [--host-memory SIZE]
-//   memplan maxbatch --model M --device D [--budget SIZE] [--planners a,b,...] [--max-overhead X] [--search batch|scale]
-//                    [--host-memory SIZE] [--json]
-//   memplan simulate --graph G --plan P --device D [--budget SIZE] [--json] [--trace t.json]
-//   memplan validate --graph G --plan P --budget SIZE [--device D] [--json]
-//   memplan execute  SOURCE --device D --budget SIZE (--planner P | --plan FILE) [--json]
-//   memplan import   --dtr-log FILE [--out g.json]
+// memplan: the command-line interface of DESIGN.md §8. The commands, their
+// options and examples are data (commands.hpp): `memplan CMD --help`.
 //
 // Exit status (DESIGN.md §8), from the verdict's failure_kind: 0 success,
 // 1 bad input or an invalid plan, 2 no plan fits the budget (out of memory),
-// 3 the planner refuses the input or runs out of time.
+// 3 the planner refuses the input or runs out of time. Errors and reasons
+// go to stderr.
 
 #include <unistd.h>
 
@@ -32,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "arguments.hpp"
+#include "commands.hpp"
 #include "memplan/cost/devices.hpp"
 #include "memplan/cost/profile.hpp"
 #include "memplan/io/dtr_log.hpp"
@@ -57,20 +48,6 @@ namespace {
 using json = nlohmann::json;
 using namespace memplan::io;
 
-constexpr option_spec model_options[] = {{"model"},  {"batch"},     {"scale"},  {"resolution"}, {"seq-len"},
-                                         {"dtype"},  {"optimizer"}, {"layers"}, {"cifar", false}};
-constexpr option_spec source_options[] = {{"graph"}, {"dtr-log"}, {"device"}, {"device-profile"}, {"json", false}};
-
-/// The options of a command: its own plus, where it reads a SOURCE, the source options.
-std::vector<option_spec> accepted(std::initializer_list<option_spec> own, bool with_source) {
-  std::vector<option_spec> all(own);
-  if (with_source) {
-    all.insert(all.end(), std::begin(model_options), std::end(model_options));
-    all.insert(all.end(), std::begin(source_options), std::end(source_options));
-  }
-  return all;
-}
-
 /// DESIGN.md §8's exit status for a verdict.
 int exit_status(failure_kind k) {
   switch (k) {
@@ -83,8 +60,9 @@ int exit_status(failure_kind k) {
   return 1;
 }
 
-device_spec load_device(const arguments& args, std::string_view fallback) {
-  device_spec d = find_device(args.get("device").value_or(std::string(fallback)));
+/// `--device D` (required unless there is a `fallback`) and `--device-profile`.
+device_spec load_device(const arguments& args, std::string_view fallback = {}) {
+  device_spec d = find_device(fallback.empty() ? args.require("device") : args.get("device").value_or(std::string(fallback)));
   if (const auto profile = args.get("device-profile")) {
     std::ifstream in(*profile);
     MEMPLAN_EXPECTS(in.good(), invalid_argument, "--device-profile: cannot open '", *profile, "'");
@@ -175,25 +153,37 @@ void print_table(std::ostream& out, const std::vector<std::string>& header,
   for (const auto& r : rows) line(r);
 }
 
+/// A row of the plan / compare / simulate tables: an infeasible plan has no
+/// figures ("-"), only the kind of failure (the reasons are on stderr and in --json).
 std::vector<std::string> row_cells(const planned& r) {
+  const bool ok = succeeded(r);
+  const auto figure = [&](std::string s) { return ok ? std::move(s) : std::string("-"); };
   return {std::string(r.sim.planner),
-          succeeded(r) ? "yes" : "no",
-          format_bytes(succeeded(r) ? r.sim.peak_bytes : r.result.best_peak),
-          succeeded(r) ? format_bytes(r.sim.peak_live_bytes) : "-",
-          succeeded(r) ? fixed(r.sim.time_us / 1e3, 2) : "-",
-          succeeded(r) ? fixed(100 * r.sim.overhead, 1) + " %" : "-",
-          format_bytes(r.sim.swapped_out_bytes),
-          std::to_string(r.sim.recomputed_ops),
-          std::to_string(r.sim.split_ops),
-          fixed(r.planning_time_s * 1e3, 2)};
+          ok ? "yes" : "no",
+          figure(format_bytes(r.sim.peak_bytes)),
+          figure(format_bytes(r.sim.peak_live_bytes)),
+          figure(fixed(r.sim.time_us / 1e3, 2)),
+          figure(fixed(100 * r.sim.overhead, 1) + " %"),
+          figure(format_bytes(r.sim.swapped_out_bytes)),
+          figure(std::to_string(r.sim.recomputed_ops)),
+          figure(std::to_string(r.sim.split_ops)),
+          fixed(r.planning_time_s * 1e3, 2),
+          ok ? "" : std::string(to_string(verdict_of(r)))};
 }
-const std::vector<std::string> row_header{"planner",  "feasible", "arena",      "live peak", "time ms",
-                                          "overhead", "swapped",  "recomputed", "split ops", "plan ms"};
+const std::vector<std::string> row_header{"planner",  "feasible", "arena",      "live peak", "time ms", "overhead",
+                                          "swapped",  "recomputed", "split ops", "plan ms", "why not"};
 
-void print_problem_line(std::ostream& out, const problem& p, const device_spec& d, bytes_t budget) {
+/// The budget as the user typed it, and its bytes.
+std::string budget_text(const arguments& args, bytes_t budget) {
+  const auto typed = args.get("budget");
+  if (!typed) return format_bytes(budget);
+  return *typed + " (" + std::to_string(budget) + " B" + (typed->ends_with('%') ? " = " + format_bytes(budget) : "") + ")";
+}
+
+void print_problem_line(std::ostream& out, const problem& p, const device_spec& d, const std::string& budget) {
   out << p.name << " on " << d.name << ": " << p.num_steps() << " ops, baseline peak "
       << format_bytes(p.baseline_peak()) << ", baseline time " << fixed(p.baseline_time_us() / 1e3, 2)
-      << " ms, budget " << format_bytes(budget) << "\n";
+      << " ms, budget " << budget << "\n";
 }
 
 /// The options of the planners called `chosen`: the common ones, and each
@@ -204,9 +194,9 @@ planner_options read_planner_options(const arguments& args, std::span<const std:
   o.time_limit_s = args.number("time-limit", 0, 0, 1e9);
   o.threads = static_cast<int>(args.integer("threads", 0, 0, 1024));
   for (const auto& e : planners()) {
-    for (const std::string_view name : e.options) {
-      const auto value = args.get(name);
-      if (value && !o.extra.contains(name)) set_planner_option(o, name, *value, chosen);
+    for (const planner_option& opt : e.options) {
+      const auto value = args.get(opt.name);
+      if (value && !o.extra.contains(opt.name)) set_planner_option(o, opt.name, *value, chosen);
     }
   }
   return o;
@@ -264,7 +254,7 @@ int cmd_info(const arguments& args) {
 }
 
 int cmd_plan(const arguments& args) {
-  const device_spec d = load_device(args, "");
+  const device_spec d = load_device(args);
   const problem p = load_source(args, d).p;
   const bytes_t budget = read_budget(args, p);
   const std::string name = args.require("planner");
@@ -286,9 +276,9 @@ int cmd_plan(const arguments& args) {
   if (args.has("json")) {
     std::cout << to_json(r).dump(2) << "\n";
   } else {
-    print_problem_line(std::cout, p, d, budget);
+    print_problem_line(std::cout, p, d, budget_text(args, budget));
     print_table(std::cout, row_header, {row_cells(r)});
-    if (!succeeded(r)) std::cout << "infeasible: " << failure_of(r) << "\n";
+    if (!succeeded(r)) std::cerr << "memplan plan: infeasible: " << failure_of(r) << "\n";
     if (succeeded(r) && !r.result.reason.empty()) std::cout << "note: " << r.result.reason << "\n";
     if (r.sim.offloaded_state_bytes > 0) {
       std::cout << "offloaded state: " << r.result.offloaded_state.size() << " parameters and optimizer state, "
@@ -300,7 +290,7 @@ int cmd_plan(const arguments& args) {
 }
 
 int cmd_compare(const arguments& args) {
-  const device_spec d = load_device(args, "");
+  const device_spec d = load_device(args);
   const problem p = load_source(args, d).p;
   const bytes_t budget = read_budget(args, p);
   const auto names = args.list("planners", default_planner_names());
@@ -312,12 +302,19 @@ int cmd_compare(const arguments& args) {
   if (args.has("json")) {
     std::cout << compare_json(p, d, budget, rows).dump(2) << "\n";
   } else {
-    print_problem_line(std::cout, p, d, budget);
+    print_problem_line(std::cout, p, d, budget_text(args, budget));
     std::vector<std::vector<std::string>> cells;
     for (const auto& r : rows) cells.push_back(row_cells(r));
     print_table(std::cout, row_header, cells);
   }
-  return 0;
+  for (const auto& r : rows) {
+    if (succeeded(r)) continue;
+    const std::string& why = failure_of(r);
+    std::cerr << "memplan compare: " << (why.starts_with(r.sim.planner + ":") ? "" : r.sim.planner + ": ") << why << "\n";
+  }
+  // Some plan fits: success. None: exit 2, as plan does for an infeasible budget.
+  const bool any = std::ranges::any_of(rows, [](const planned& r) { return succeeded(r); });
+  return any ? 0 : 2;
 }
 
 /// The largest batch (or, with `--search scale`, the largest integer width
@@ -364,7 +361,7 @@ batch_result search_batch(const arguments& args, const device_spec& d, const pla
 }
 
 int cmd_maxbatch(const arguments& args) {
-  const device_spec d = load_device(args, "");
+  const device_spec d = load_device(args);
   const double max_overhead = args.number("max-overhead", 1e300, 0, 1e300);
   const auto names = args.list("planners", default_planner_names());
   const planner_options options = read_planner_options(args, names);
@@ -419,7 +416,7 @@ graph_and_plan load_graph_and_plan(const arguments& args) {
 }
 
 int cmd_simulate(const arguments& args) {
-  const device_spec d = load_device(args, "");
+  const device_spec d = load_device(args);
   auto [p, result] = load_graph_and_plan(args);
   const bytes_t budget = args.has("budget") ? read_budget(args, p) : result.budget;
   const planned r = simulate_plan(p, std::move(result), d, budget, args.has("trace"));
@@ -431,10 +428,10 @@ int cmd_simulate(const arguments& args) {
   if (args.has("json")) {
     std::cout << to_json(r).dump(2) << "\n";
   } else {
-    print_problem_line(std::cout, p, d, budget);
+    print_problem_line(std::cout, p, d, budget_text(args, budget));
     print_table(std::cout, row_header, {row_cells(r)});
-    if (!succeeded(r)) std::cout << "infeasible: " << failure_of(r) << "\n";
   }
+  if (!succeeded(r)) std::cerr << "memplan simulate: infeasible: " << failure_of(r) << "\n";
   return exit_status(verdict_of(r));
 }
 
@@ -480,7 +477,7 @@ planned plan_to_execute(const arguments& args, const problem& p, const device_sp
 /// unplanned run made, testing/integrity.hpp) and write every byte of their
 /// outputs, issued as the simulator starts them on D.
 int cmd_execute(const arguments& args) {
-  const device_spec d = load_device(args, "");
+  const device_spec d = load_device(args);
   const problem p = load_source(args, d).p;
   const bytes_t budget = read_budget(args, p);
   const planned r = plan_to_execute(args, p, d, budget);
@@ -523,7 +520,7 @@ int cmd_execute(const arguments& args) {
     }
     std::cout << j.dump(2) << "\n";
   } else {
-    print_problem_line(std::cout, p, d, budget);
+    print_problem_line(std::cout, p, d, budget_text(args, budget));
     const auto bytes = [&](bytes_t b) { return ok ? format_bytes(b) : std::string("-"); };
     print_table(std::cout,
                 {"planner", "ok", "arena", "live peak", "high water", "compactions", "compacted", "pinned", "wall ms"},
@@ -531,71 +528,37 @@ int cmd_execute(const arguments& args) {
                   ok ? format_bytes(s.arena_bytes) : (r.result.arena_bytes > 0 ? format_bytes(r.result.arena_bytes) : "-"),
                   bytes(s.peak_live_bytes), bytes(s.arena_high_water_bytes), ok ? std::to_string(s.compactions) : "-",
                   bytes(s.compacted_bytes), bytes(run.pinned_bytes), ok ? fixed(run.run_seconds * 1e3, 2) : "-"}});
-    if (!ok) std::cout << "failed: " << failure << "\n";
   }
+  if (!ok) std::cerr << "memplan execute: failed: " << failure << "\n";
   return exit_status(kind);
 }
 
-const char* usage =
-    "usage: memplan COMMAND [options]\n"
-    "  models                                         zoo models, devices and planners\n"
-    "  info     SOURCE [--device D] [--json]          ops, tensors, parameters, baseline peak and time\n"
-    "  plan     SOURCE --device D --budget SIZE --planner P [--json] [--out plan.json] [--trace t.json] [--seed N]\n"
-    "           [--host-memory SIZE]\n"
-    "  compare  SOURCE --device D --budget SIZE [--planners a,b,...] [--json] [--host-memory SIZE]\n"
-    "  maxbatch --model M --device D [--budget SIZE] [--planners a,b,...] [--max-overhead X] [--search batch|scale]\n"
-    "           [--host-memory SIZE] [--json]\n"
-    "  simulate --graph G --plan P --device D [--budget SIZE] [--json] [--trace t.json]\n"
-    "  validate --graph G --plan P --budget SIZE [--json]\n"
-    "  execute  SOURCE --device D --budget SIZE (--planner P | --plan FILE) [--json]\n"
-    "           runs the plan on the host executor in an arena of exactly the budget, ops touching every byte\n"
-    "  import   --dtr-log FILE [--out g.json]         a DTR operator log as a memplan-graph document\n"
-    "SOURCE := --model NAME [--batch N] [--scale K] [--resolution R] [--seq-len L] [--dtype fp32|fp16|bf16]\n"
-    "          [--optimizer sgd|adam] [--layers N] [--cifar] | --graph FILE.json\n"
-    "          | --dtr-log FILE\n"
-    "SIZE   := bytes | 24GiB | 11GB | 800MiB | 60%   (percent of the baseline peak)\n"
-    "--host-memory: the host memory the plan's host copies may take at once (no percent); default: no limit\n";
-
+/// Runs `command` with its arguments (`--help`: its help instead).
 int dispatch(std::string_view command, std::span<const char* const> rest) {
-  constexpr option_spec planner_flags[] = {{"seed"}, {"time-limit"}, {"threads"}};
-  const auto with_planner = [&](std::initializer_list<option_spec> own) {
-    auto all = accepted(own, true);
-    all.insert(all.end(), std::begin(planner_flags), std::end(planner_flags));
-    for (const auto& e : planners()) {
-      for (const std::string_view name : e.options) {
-        if (std::ranges::find(all, name, &option_spec::name) == all.end()) all.push_back({name});
-      }
-    }
-    return all;
-  };
-  if (command == "models") return cmd_models(arguments(command, accepted({{"json", false}}, false), rest));
-  if (command == "info") return cmd_info(arguments(command, accepted({}, true), rest));
-  if (command == "import") return cmd_import(arguments(command, accepted({{"dtr-log"}, {"out"}}, false), rest));
-  if (command == "plan") {
-    return cmd_plan(
-        arguments(command, with_planner({{"budget"}, {"planner"}, {"out"}, {"trace"}, {"host-memory"}}), rest));
+  const command_spec* spec = find_command(command);
+  if (spec == nullptr) {
+    std::ostringstream usage;
+    print_usage(usage);
+    throw invalid_argument(memplan::detail::concat("unknown command '", command, "'\n", usage.str()));
   }
-  if (command == "compare") {
-    return cmd_compare(arguments(command, with_planner({{"budget"}, {"planners"}, {"host-memory"}}), rest));
+  const std::vector<option_spec> accepted = spec->accepted();
+  const arguments args(command, accepted, rest);
+  if (args.wants_help()) {
+    const auto planner = args.get("planner");
+    if (planner) (void)find_planner(*planner);  // an unknown name is an error, not an empty list
+    print_help(std::cout, *spec, planner.value_or(""));
+    return 0;
   }
-  if (command == "maxbatch") {
-    return cmd_maxbatch(arguments(
-        command, with_planner({{"budget"}, {"planners"}, {"max-overhead"}, {"search"}, {"host-memory"}}), rest));
-  }
-  if (command == "execute") {
-    return cmd_execute(arguments(command, with_planner({{"budget"}, {"planner"}, {"plan"}}), rest));
-  }
-  if (command == "simulate") {
-    return cmd_simulate(arguments(
-        command, accepted({{"graph"}, {"plan"}, {"device"}, {"device-profile"}, {"budget"}, {"json", false}, {"trace"}}, false),
-        rest));
-  }
-  if (command == "validate") {
-    return cmd_validate(arguments(
-        command, accepted({{"graph"}, {"plan"}, {"device"}, {"device-profile"}, {"budget"}, {"json", false}}, false),
-        rest));
-  }
-  throw invalid_argument(memplan::detail::concat("unknown command '", command, "'\n", usage));
+  args.check_required(accepted);
+  if (command == "models") return cmd_models(args);
+  if (command == "info") return cmd_info(args);
+  if (command == "import") return cmd_import(args);
+  if (command == "plan") return cmd_plan(args);
+  if (command == "compare") return cmd_compare(args);
+  if (command == "maxbatch") return cmd_maxbatch(args);
+  if (command == "execute") return cmd_execute(args);
+  if (command == "simulate") return cmd_simulate(args);
+  return cmd_validate(args);
 }
 
 }  // namespace
@@ -605,13 +568,17 @@ int main(int argc, char** argv) {
   using namespace memplan;
   const std::span<const char* const> words(argv, static_cast<std::size_t>(argc));
   if (argc < 2 || std::string_view(argv[1]) == "--help" || std::string_view(argv[1]) == "help") {
-    std::cout << cli::usage;
+    if (argc >= 3 && cli::find_command(argv[2]) != nullptr) {  // memplan help CMD
+      cli::print_help(std::cout, *cli::find_command(argv[2]));
+      return 0;
+    }
+    cli::print_usage(argc < 2 ? std::cerr : std::cout);
     return argc < 2 ? 1 : 0;
   }
   bool as_json = false;
   for (const auto* w : words) as_json = as_json || std::string_view(w) == "--json";
   const auto fail = [&](std::string_view kind, const std::string& message, int status) {
-    std::cerr << "memplan: " << message << "\n";
+    std::cerr << (message.starts_with("memplan") ? "" : "memplan: ") << message << "\n";
     if (as_json) {
       std::cout << nlohmann::json{{"error", {{"kind", std::string(kind)}, {"message", message}}}}.dump(2) << "\n";
     }

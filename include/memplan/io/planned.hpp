@@ -111,11 +111,19 @@ struct planned {
 /// The row `memplan plan --json` prints (and each `compare --json` row,
 /// `simulate --json`): the report's keys (report_json.hpp), the verdict,
 /// `planning_time_s`, the host memory and, for an online policy, its
-/// allocator's arena and fragmentation.
+/// allocator's arena and fragmentation. An infeasible plan's figures are
+/// null: where a planner gave up says nothing about a plan.
 [[nodiscard]] inline nlohmann::json to_json(const planned& r) {
   nlohmann::json j = to_json(r.sim);
   j["feasible"] = succeeded(r);
-  if (!succeeded(r)) j["failure_kind"] = std::string(to_string(verdict_of(r)));
+  if (!succeeded(r)) {
+    j["failure_kind"] = std::string(to_string(verdict_of(r)));
+    for (const char* figure : {"peak_bytes", "peak_live_bytes", "arena_bytes", "time_s", "overhead", "stall_s",
+                               "recompute_s", "swapped_bytes", "swapped_in_bytes", "offloaded_state_bytes",
+                               "recomputed_ops", "split_ops"}) {
+      j[figure] = nullptr;
+    }
+  }
   if (!r.result.reason.empty()) j["reason"] = r.result.reason;  // infeasible: why; else a caveat (milp's gap)
   j["planning_time_s"] = r.planning_time_s;
   if (r.host_bytes > 0) j["host_bytes"] = r.host_bytes;
@@ -190,7 +198,7 @@ inline void set_planner_option(planner_options& o, std::string_view name, std::s
   std::string readers;
   bool read = false;
   for (const auto& f : planners()) {
-    if (std::ranges::find(f.options, name) == f.options.end()) continue;
+    if (std::ranges::find(f.options, name, &planner_option::name) == f.options.end()) continue;
     readers.append(readers.empty() ? "" : ", ").append(f.name);
     read = read || std::ranges::find(chosen, f.name) != chosen.end();
   }

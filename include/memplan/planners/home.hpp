@@ -188,7 +188,10 @@ template <class Evaluate, class Stop>
 /// The `home` planner. Its `seed_planners` runs the planners `--seed-with`
 /// names; the registry supplies it (it lists every planner, this one too).
 struct home_planner {
-  static constexpr std::array<std::string_view, 3> option_names{"iterations", "particles", "seed-with"};
+  static constexpr std::array<planner_option, 3> cli_options{
+      {{"iterations", "N", "swarm iterations (default 500, §3.3)"},
+       {"particles", "N", "particles (default 500, §3.3)"},
+       {"seed-with", "a,b,...", "planners whose plans join the swarm as particles (e.g. capuchin,tsplit-nosplit)"}}};
   static constexpr bool searches = true;  ///< 500 x 500 particles by default
 
   planner_lookup seed_planners = nullptr;

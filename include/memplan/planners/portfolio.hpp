@@ -30,7 +30,8 @@ namespace memplan {
 /// The `auto` planner. Its `members` runs the planners `--portfolio` names;
 /// the registry supplies it.
 struct portfolio_planner {
-  static constexpr std::array<std::string_view, 1> option_names{"portfolio"};
+  static constexpr std::array<planner_option, 1> cli_options{
+      {{"portfolio", "a,b,...", "the planners tried (default: every planner that plans in milliseconds)"}}};
   /// Its members are registered planners: their plans come laid out (the
   /// online policies' by their allocator), so the registry keeps the layout.
   static constexpr bool lays_out = true;

@@ -30,8 +30,8 @@ struct planner_entry {
   planner_fn run;
   /// The planner-specific settings it reads from `planner_options::extra`
   /// (the CLI accepts them as `--NAME VALUE`): a planner declares them as
-  /// `static constexpr std::array<std::string_view, N> option_names`.
-  std::span<const std::string_view> options;
+  /// `static constexpr std::array<planner_option, N> cli_options`.
+  std::span<const planner_option> options;
   /// A search of seconds to minutes (`home`, `milp`: a planner declares
   /// `static constexpr bool searches = true`): the CLI's `compare` and
   /// `maxbatch` run it only when `--planners` names it.
@@ -59,7 +59,7 @@ plan run_planner(const problem& p, const device_spec& d, bytes_t budget, const p
 template <planner P>
 constexpr planner_entry entry(std::string_view name, std::string_view summary) {
   planner_entry e{name, summary, &run_planner<P>, {}};
-  if constexpr (requires { P::option_names; }) e.options = P::option_names;
+  if constexpr (requires { P::cli_options; }) e.options = P::cli_options;
   if constexpr (requires { P::searches; }) e.searches = P::searches;
   return e;
 }

@@ -170,8 +170,11 @@ static_assert(detail::dtr::eviction_policy<delta_policy>);
 
 struct delta_planner {
   static constexpr bool lays_out = true;  ///< its allocator's layout (dtr/online.hpp)
-  static constexpr std::array<std::string_view, 4> option_names{"filter", "link-efficiency", "early-start",
-                                                                "prefetch"};
+  static constexpr std::array<planner_option, 4> cli_options{
+      {{"filter", "F", "cost (default), base (the paper's Eq. 1), lru or greedy"},
+       {"link-efficiency", "X", "share of the host link's bandwidth swaps reach (default 1; the paper's 0.35)"},
+       {"early-start", "X", "Algo 1 line 11's share of the budget (default 0.75)"},
+       {"prefetch", "N", "Algo 4's n: tensors prefetched (default 4)"}}};
 
   /// The settings in `o` (`--filter base|lru|greedy|cost`, `--link-efficiency`,
   /// `--early-start`, `--prefetch`).

@@ -530,7 +530,9 @@ inline void judge(const problem& p, const device_spec& dev, bytes_t budget, doub
 
 /// Checkmate's integer program (see the file comment), solved by CBC.
 struct milp_planner {
-  static constexpr std::array<std::string_view, 2> option_names{"max-ops", "seed-with"};
+  static constexpr std::array<planner_option, 2> cli_options{
+      {{"max-ops", "N", "refuse graphs of more ops (default 120: the program grows with ops squared)"},
+       {"seed-with", "a,b,...", "start CBC from these planners' plans (e.g. revolve,checkpoint)"}}};
   static constexpr bool searches = true;  ///< CBC may run for minutes
 
   /// Runs the planners `--seed-with` names; the registry supplies it.

@@ -84,7 +84,8 @@ namespace detail::revolve {
 }
 
 struct revolve_planner {
-  static constexpr std::array<std::string_view, 1> option_names{"slots"};
+  static constexpr std::array<planner_option, 1> cli_options{
+      {{"slots", "N", "checkpoint slots (default: the most that fit the budget)"}}};
 
   plan operator()(const problem& p, const device_spec& dev, bytes_t budget, const planner_options& o) const {
     plan_builder refused(p, "revolve", budget);
