@@ -13,7 +13,8 @@
 /// place) — by the order of one stream or a chain of waits — not merely
 /// happen to in the simulated timing; only recomputable non-update ops may
 /// be recomputed, only ops with the batch among their split dimensions
-/// split, into at most the batch's samples (where the problem knows it);
+/// split, into at most `max_split_parts` (plan.hpp: the batch's samples
+/// where the problem knows it);
 /// parameters and optimizer state are never lost and end the iteration on
 /// the device unless offloaded. The simulator checks the same rules (one
 /// verdict); on plans it accepts, its peak and time equal the simulator's.
