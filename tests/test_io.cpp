@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "memplan/io/device_profile.hpp"
 #include "memplan/io/graph_json.hpp"
 #include "memplan/io/plan_json.hpp"
 #include "memplan/io/size.hpp"
@@ -27,9 +28,21 @@ std::filesystem::path fixture(std::string_view name) {
   return std::filesystem::path(MEMPLAN_SOURCE_DIR) / "tests" / "data" / name;
 }
 
-json tiny() {
-  std::ifstream in(fixture("tiny.json"));
-  return json::parse(in);
+std::string text_of(std::string_view name) {
+  std::ifstream in(fixture(name));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return std::move(text).str();
+}
+
+json tiny() { return json::parse(text_of("tiny.json")); }
+
+/// `text` with its only occurrence of `from` replaced by `to`.
+std::string replaced(std::string text, std::string_view from, std::string_view to) {
+  const auto at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  REQUIRE(text.find(from, at + 1) == std::string::npos);
+  return text.replace(at, from.size(), to);
 }
 
 /// Reading `text` throws exactly `Error` whose message contains every needle.
@@ -414,6 +427,96 @@ TEST_CASE("memplan-plan: malformed plans name the action and the field") {
   bad([](json& d) { d["offloaded_state"] = 101; }, {"field 'offloaded_state' must be an array"});
   expect_error<memplan::invalid_graph>([&] { static_cast<void>(io::read_plan("{\"format\": ", p)); },
                                        {"memplan-plan", "not valid JSON"});
+}
+
+TEST_CASE("memplan-graph, memplan-plan, device profiles: an object that repeats a key is rejected") {
+  // nlohmann keeps the last value of a repeated key; the readers refuse the document instead.
+  const auto tiny_text = text_of("tiny.json");
+  expect_invalid_graph(replaced(tiny_text, "\"version\": 1,", "\"version\": 1, \"version\": 1,"),
+                       {"memplan-graph: the top-level object repeats the key \"version\""});
+  // ops[1] is fc1 (the file lists sgd first).
+  expect_invalid_graph(replaced(tiny_text, "\"time_us\": 40.5,", "\"time_us\": 40.5, \"time_us\": 4.05,"),
+                       {"memplan-graph: the object at ops[1] repeats the key \"time_us\""});
+  expect_invalid_graph(R"({"format": "memplan-graph", "a": [[1, {"k": 1}], {"k": {"x": 1, "y": 2, "x": 3}}]})",
+                       {"memplan-graph: the object at a[1].k repeats the key \"x\""});
+  CHECK(io::read_graph(tiny_text).graph.num_ops() == 7);  // the same keys in different objects are fine
+
+  const auto doc = io::read_graph_file(fixture("tiny.json"));
+  const auto p = memplan::compile(doc.graph, doc.schedule);
+  const auto plan_text = text_of("tiny-invalid-plan.json");
+  expect_error<memplan::invalid_graph>(
+      [&] {
+        static_cast<void>(
+            io::read_plan(replaced(plan_text, R"("102": "recompute")", R"("102": "recompute", "102": "keep")"), p));
+      },
+      {"memplan-plan: the object at decisions repeats the key \"102\""});
+  expect_error<memplan::invalid_graph>(
+      [&] {
+        const auto text = replaced(plan_text, R"({"kind": "free", "tensor": 102})",
+                                   R"({"kind": "free", "tensor": 102, "tensor": 103})");
+        static_cast<void>(io::read_plan(text, p));
+      },
+      {"memplan-plan: the object at actions[2] repeats the key \"tensor\""});
+
+  memplan::device_spec base;
+  base.name = "base";
+  const auto profile = io::parse_device_profile(R"({"name": "mine", "h2d": {"bandwidth_gb_s": 24.5}})", base);
+  CHECK(profile.name == "mine");
+  CHECK(profile.h2d.bandwidth_gb_s == 24.5);
+  expect_error<memplan::invalid_graph>(
+      [&] {
+        static_cast<void>(io::parse_device_profile(
+            R"({"h2d": {"bandwidth_gb_s": 24.5, "latency_us": 9, "latency_us": 1}})", base));
+      },
+      {"device profile: the object at h2d repeats the key \"latency_us\""});
+}
+
+TEST_CASE("memplan-graph: op times must add up to a finite number") {
+  // Each 1e308 us is finite; fc1 (step 0) and relu (step 1) together are not.
+  const auto doc = io::read_graph(tiny_with([](json& d) {
+    d["ops"][fc1]["time_us"] = 1e308;
+    d["ops"][relu]["time_us"] = 1e308;
+  }));
+  expect_error<memplan::invalid_graph>(
+      [&] { static_cast<void>(memplan::compile(doc.graph, doc.schedule)); },
+      {"op 'relu' at step 1: time_us 1e+308 makes the sum of op times infinite (1e+308 us before it)"});
+}
+
+TEST_CASE("memplan-plan: an op split into more parts than it may be is rejected as the plan is read") {
+  const auto doc = io::read_graph_file(fixture("tiny.json"));
+  const auto p = memplan::compile(doc.graph, doc.schedule);
+  REQUIRE(p.batch == 10);  // x's shape is [10, 25]
+  CHECK(memplan::max_split_parts(p, 0) == 10);  // fc1: split_dims [0]
+  CHECK(memplan::max_split_parts(p, 1) == 1);   // relu: no split dims
+  std::ostringstream out;
+  io::write_plan(out, memplan::keep_all_plan(p, 10000), p);
+  const json good = json::parse(out.str());
+  const auto read = [&](const std::function<void(json&)>& change) {
+    json d = good;
+    change(d);
+    return io::read_plan(d.dump(), p);
+  };
+  CHECK(read([](json& d) { d["actions"][0]["parts"] = 10; }).actions[0].parts == 10);
+  expect_error<memplan::invalid_graph>(
+      [&] { static_cast<void>(read([](json& d) { d["actions"][0]["parts"] = 2147483647; })); },
+      {"action 0: field 'parts' splits op 'fc1' into 2147483647 parts, more than the batch's 10 samples"});
+  expect_error<memplan::invalid_graph>(
+      [&] { static_cast<void>(read([](json& d) { d["actions"][1]["parts"] = 2; })); },
+      {"action 1: field 'parts' splits op 'relu' into 2 parts along dimension 0 (the batch), which is not one of "
+       "its split dimensions"});
+  // Without input shapes the batch is unknown: fc1's largest sample tensor, h, has 4000 bytes.
+  const auto unshaped = io::read_graph(tiny_with([](json& d) { d["tensors"][x].erase("shape"); }));
+  const auto q = memplan::compile(unshaped.graph, unshaped.schedule);
+  REQUIRE(q.batch == 0);
+  CHECK(memplan::max_split_parts(q, 0) == 4000);
+  expect_error<memplan::invalid_graph>(
+      [&] {
+        json d = good;
+        d["actions"][0]["parts"] = 4001;
+        static_cast<void>(io::read_plan(d.dump(), q));
+      },
+      {"action 0: field 'parts' splits op 'fc1' into 4001 parts, more than the 4000 bytes of its largest sample "
+       "tensor"});
 }
 
 TEST_CASE("SIZE: byte counts, units and percents") {

@@ -48,8 +48,8 @@
 ///
 /// Split ops and micro-tensors (TSPLIT §V-A, Fig. 10). `parts` > 1 cuts an
 /// op into micro-ops along the outermost (batch) dimension, for an op with
-/// dimension 0 among its `split_dims`, into at most `problem::batch` parts
-/// where the problem knows the batch:
+/// dimension 0 among its `split_dims`, into at most `max_split_parts` parts
+/// (the batch's samples where the problem knows the batch):
 /// - `compute(s, parts)` with `part` = no_index runs all micro-ops back to
 ///   back as one action: it takes `split_time_us` and needs one part's
 ///   workspace, ceil(workspace / parts); its tensors stay whole.
@@ -91,6 +91,7 @@
 #include <string>
 #include <vector>
 
+#include "memplan/error.hpp"
 #include "memplan/failure.hpp"
 #include "memplan/fwd.hpp"
 #include "memplan/problem.hpp"
@@ -135,6 +136,45 @@ struct action {
 /// Bytes of micro-tensor k of a tensor of `bytes` cut into `parts`.
 [[nodiscard]] constexpr bytes_t micro_bytes(bytes_t bytes, index_t parts, index_t k) noexcept {
   return bytes * (k + 1) / parts - bytes * k / parts;
+}
+
+/// The most parts step `s`'s op may be split into: 1 unless the batch
+/// (dimension 0) is among its split dimensions; else the batch's samples
+/// where `p` knows the batch; else the bytes of the op's largest sample
+/// tensor (a micro-batch holds a sample at least, and a sample a byte), and
+/// at least 1. The one rule the plan reader, the simulator and the validator
+/// apply.
+[[nodiscard]] inline std::int64_t max_split_parts(const problem& p, index_t s) {
+  const auto dims = p.split_dims(s);
+  if (std::ranges::find(dims, 0) == dims.end()) return 1;
+  if (p.batch > 0) return p.batch;
+  bytes_t largest = 1;
+  for (const auto& list : {p.inputs(s), p.outputs(s)}) {
+    for (const index_t t : list) {
+      const auto ti = static_cast<std::size_t>(t);
+      if (splits_with_batch(p.kind[ti])) largest = std::max(largest, p.bytes[ti]);
+    }
+  }
+  return largest;
+}
+
+/// Why step `s`'s op cannot be split into `parts` (`max_split_parts`):
+/// "splits op 'fc1' into 12 parts, more than the batch's 10 samples", or an
+/// empty string if it can.
+[[nodiscard]] inline std::string split_violation(const problem& p, index_t s, std::int64_t parts) {
+  if (parts <= 1 || parts <= max_split_parts(p, s)) return {};
+  const std::string& op = p.op_name[static_cast<std::size_t>(s)];
+  const auto dims = p.split_dims(s);
+  if (std::ranges::find(dims, 0) == dims.end()) {
+    return detail::concat("splits op '", op, "' into ", parts,
+                          " parts along dimension 0 (the batch), which is not one of its split dimensions");
+  }
+  if (p.batch > 0) {
+    return detail::concat("splits op '", op, "' into ", parts, " parts, more than the batch's ", p.batch, " samples");
+  }
+  return detail::concat("splits op '", op, "' into ", parts, " parts, more than the ", max_split_parts(p, s),
+                        " bytes of its largest sample tensor (the batch is unknown; a micro-batch holds a sample "
+                        "of a byte at least)");
 }
 
 /// A search planner's best plan after one iteration (HOME Fig. 8): its

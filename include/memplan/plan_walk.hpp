@@ -353,7 +353,7 @@ class plan_walk {
   /// DESIGN.md §5: only recomputable ops that are not updates (an update
   /// writes its state in place: twice would apply it twice) are
   /// recomputed; only ops with the batch (dimension 0) among their split
-  /// dimensions are split, into at most the batch's samples.
+  /// dimensions are split, into at most `max_split_parts` (plan.hpp).
   bool op_allowed(index_t a, const action& act) {
     const problem& p = *p_;
     const auto si = static_cast<std::size_t>(act.step);
@@ -365,17 +365,7 @@ class plan_walk {
     if (act.kind == action_kind::recompute && p.recomputable[si] == 0) {
       return fail_at(a, detail::concat(": op '", op, "' is not recomputable"));
     }
-    if (act.parts == 1) return true;
-    const auto dims = p.split_dims(act.step);
-    if (std::ranges::find(dims, 0) == dims.end()) {
-      return fail_at(a, detail::concat(": splits op '", op, "' into ", act.parts,
-                                       " parts along dimension 0 (the batch), which is not one of its split "
-                                       "dimensions"));
-    }
-    if (p.batch > 0 && act.parts > p.batch) {
-      return fail_at(a, detail::concat(": splits op '", op, "' into ", act.parts, " parts, more than the batch's ",
-                                       p.batch, " samples"));
-    }
+    if (auto why = split_violation(p, act.step, act.parts); !why.empty()) return fail_at(a, ": " + why);
     return true;
   }
 

@@ -6,6 +6,7 @@
 /// dense indices.
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -170,8 +171,8 @@ void compile_op(const G& g, op_descriptor_t<G> v, index_t i, std::size_t s, prob
   p.time_us[s] = static_cast<double>(op_time_us(g, v));
   p.workspace[s] = op_workspace_bytes(g, v);
   p.recomputable[s] = op_recomputable(g, v) ? 1 : 0;
-  MEMPLAN_EXPECTS(p.time_us[s] >= 0, invalid_graph, "op '", p.op_name[s], "': time_us must be non-negative, got ",
-                  p.time_us[s]);
+  MEMPLAN_EXPECTS(p.time_us[s] >= 0 && std::isfinite(p.time_us[s]), invalid_graph, "op '", p.op_name[s],
+                  "': time_us must be a finite non-negative number, got ", p.time_us[s]);
   MEMPLAN_EXPECTS(p.workspace[s] >= 0, invalid_graph, "op '", p.op_name[s],
                   "': workspace_bytes must be non-negative, got ", p.workspace[s]);
 }
@@ -226,6 +227,7 @@ std::vector<index_t> compile_ops(const G& g, const schedule& order, const std::v
   std::vector<std::uint8_t> placed(n, 0);
   std::vector<index_t> use_count(p.num_tensors(), 0);
   std::vector<index_t> last_reader(p.num_tensors(), no_index);
+  double total_time_us = 0;  // every plan's time is at least this sum: it must stay finite
   for (std::size_t s = 0; s < n; ++s) {
     const index_t i = order[s];
     MEMPLAN_EXPECTS(i >= 0 && static_cast<std::size_t>(i) < n, invalid_graph, "schedule[", s, "]: op index ", i,
@@ -236,6 +238,10 @@ std::vector<index_t> compile_ops(const G& g, const schedule& order, const std::v
                     "' is listed twice");
     placed[static_cast<std::size_t>(i)] = 1;
     compile_op(g, v, i, s, p);
+    MEMPLAN_EXPECTS(std::isfinite(total_time_us + p.time_us[s]), invalid_graph, "op '", p.op_name[s], "' at step ", s,
+                    ": time_us ", p.time_us[s], " makes the sum of op times infinite (", total_time_us,
+                    " us before it)");
+    total_time_us += p.time_us[s];
     compile_op_tensors(g, v, s, p, last_reader, use_count);
   }
   p.input_begin.push_back(static_cast<index_t>(p.input_tensors.size()));
@@ -274,7 +280,8 @@ inline void compile_uses(problem& p, const std::vector<index_t>& use_count) {
 /// \param order every op index exactly once, each op after the producers of
 ///        its inputs (any of the builders in schedule.hpp, or a recorded order).
 /// \throws invalid_graph if the order is not a topological permutation, a
-///         tensor has two producers, or the byte total overflows 63 bits.
+///         tensor has two producers, an op time is negative or not finite,
+///         the op times add up to infinity, or the byte total overflows 63 bits.
 template <training_graph G>
 problem compile(const G& g, const schedule& order) {
   const auto by_index = detail::descriptors_by_index(g);

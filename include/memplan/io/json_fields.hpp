@@ -6,6 +6,7 @@
 /// error names the object and the field, and the one-element-per-line
 /// layout the writers use.
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstddef>
@@ -32,11 +33,92 @@ using memplan::detail::concat;
 
 inline constexpr std::int64_t max_int64 = std::numeric_limits<std::int64_t>::max();
 
+/// Tracks where nlohmann's parser is, as a stack of open objects and arrays,
+/// and rejects an object that repeats a key: nlohmann keeps the last value
+/// silently, so a doubled `time_us` would change a plan's numbers unseen.
+/// Per object it counts keys and keeps them; only when the finished object
+/// holds fewer members than keys were read does it look for the repeat.
+class duplicate_key_check {
+ public:
+  explicit duplicate_key_check(std::string_view format) : format_(format) {}
+
+  /// nlohmann's `parser_callback_t`; keeps every value.
+  /// \throws invalid_graph naming the object's path and the repeated key.
+  bool operator()(int /*depth*/, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+      case json::parse_event_t::array_start:
+        count_element();
+        open_.push_back({event == json::parse_event_t::object_start, 0, {}});
+        break;
+      case json::parse_event_t::key:
+        open_.back().keys.push_back(parsed.get<std::string>());
+        break;
+      case json::parse_event_t::value:
+        count_element();
+        break;
+      case json::parse_event_t::object_end:
+        if (parsed.size() != open_.back().keys.size()) repeated();
+        open_.pop_back();
+        break;
+      case json::parse_event_t::array_end:
+        open_.pop_back();
+        break;
+    }
+    return true;
+  }
+
+ private:
+  struct container {
+    bool object;
+    std::size_t elements;           ///< arrays: elements started so far
+    std::vector<std::string> keys;  ///< objects: keys read so far, in order
+  };
+
+  void count_element() {
+    if (!open_.empty() && !open_.back().object) ++open_.back().elements;
+  }
+
+  /// "ops[3]", "layout", "decisions": the innermost open object's path.
+  [[nodiscard]] std::string path() const {
+    std::string out;
+    for (std::size_t i = 0; i + 1 < open_.size(); ++i) {
+      if (open_[i].object) {
+        out += concat(out.empty() ? "" : ".", open_[i].keys.back());
+      } else {
+        out += concat("[", open_[i].elements - 1, "]");
+      }
+    }
+    return out;
+  }
+
+  [[noreturn]] void repeated() const {
+    const auto& keys = open_.back().keys;
+    std::vector<std::string_view> seen;
+    std::string_view key;
+    for (const auto& k : keys) {
+      if (std::ranges::find(seen, k) != seen.end()) {
+        key = k;
+        break;
+      }
+      seen.push_back(k);
+    }
+    const auto where = path();
+    throw invalid_graph(concat(format_, ": ", where.empty() ? "the top-level object" : concat("the object at ", where),
+                               " repeats the key ", json(key).dump(), " (a JSON object's keys must differ)"));
+  }
+
+  std::string_view format_;
+  std::vector<container> open_;
+};
+
 /// Parses `text`; a syntax error, truncation or a number out of range becomes
-/// `invalid_graph` carrying nlohmann's message (with its line and column).
+/// `invalid_graph` carrying nlohmann's message (with its line and column),
+/// and so does an object that repeats a key (naming the object's path and
+/// the key).
 [[nodiscard]] inline json parse_document(std::string_view text, std::string_view format) {
   try {
-    return json::parse(text.begin(), text.end());
+    return json::parse(text.begin(), text.end(), duplicate_key_check(format));
   } catch (const json::exception& e) {
     throw invalid_graph(concat(format, ": not valid JSON: ", e.what()));
   }

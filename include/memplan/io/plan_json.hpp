@@ -52,7 +52,7 @@ namespace detail {
 class plan_reader {
  public:
   plan_reader(const json& doc, const problem& p)
-      : top_(doc, std::string(plan_format)), step_by_op_id_(index_by_id(p.op_id)),
+      : p_(&p), top_(doc, std::string(plan_format)), step_by_op_id_(index_by_id(p.op_id)),
         tensor_by_id_(index_by_id(p.tensor_id)) {
     expect_header(doc, plan_format, plan_format_version);
     plan_.planner = top_.string("planner");
@@ -124,6 +124,10 @@ class plan_reader {
         }
       }
       act.parts = static_cast<index_t>(r.integer_or("parts", 1, 1, INT32_MAX));
+      // Before anything is sized by parts (the validator's micro-tensors): the rule they all apply.
+      if (on_op) {
+        if (const auto why = split_violation(*p_, act.step, act.parts); !why.empty()) r.fail("parts", why);
+      }
       if (r.has("part")) act.part = static_cast<index_t>(r.integer_or("part", 0, 0, act.parts - 1));
       const auto waits = r.integers_or_empty("waits");
       for (std::size_t k = 0; k < waits.size(); ++k) {
@@ -145,6 +149,7 @@ class plan_reader {
     return it->second;
   }
 
+  const problem* p_;
   field_reader top_;
   std::unordered_map<std::int64_t, index_t> step_by_op_id_;
   std::unordered_map<std::int64_t, index_t> tensor_by_id_;
@@ -160,9 +165,10 @@ class plan_reader {
 ///        map the document's ids back to steps and dense tensor indices.
 /// \returns the plan; tensors the document's `decisions` leave out are `keep`.
 /// \throws invalid_graph naming the action index (or top-level field) and the
-///         field if the text is not JSON, the header is wrong, or a field is
-///         missing, has a bad type, names an unknown op or tensor id, or
-///         waits on an action that is not earlier.
+///         field if the text is not JSON, an object repeats a key, the
+///         header is wrong, or a field is missing, has a bad type, names an
+///         unknown op or tensor id, splits an op into more parts than
+///         `max_split_parts` allows, or waits on an action that is not earlier.
 [[nodiscard]] inline plan read_plan(std::string_view text, const problem& p) {
   const auto doc = detail::parse_document(text, plan_format);
   return detail::plan_reader(doc, p).finish();

@@ -13,7 +13,8 @@
 /// place) — by the order of one stream or a chain of waits — not merely
 /// happen to in the simulated timing; only recomputable non-update ops may
 /// be recomputed, only ops with the batch among their split dimensions
-/// split, into at most the batch's samples (where the problem knows it);
+/// split, into at most `max_split_parts` (plan.hpp: the batch's samples
+/// where the problem knows it);
 /// parameters and optimizer state are never lost and end the iteration on
 /// the device unless offloaded. The simulator checks the same rules (one
 /// verdict); on plans it accepts, its peak and time equal the simulator's.
@@ -395,19 +396,11 @@ struct checker : reading {
     }
   }
 
-  // DESIGN.md §5: only ops with a split dimension are split; micro-ops cut the batch, dimension 0 (plan.hpp).
+  // DESIGN.md §5: only ops with a split dimension are split; micro-ops cut the batch, dimension 0, into at
+  // most max_split_parts micro-batches (plan.hpp).
   void check_split_allowed(index_t a) {
     const action& act = at(pl.actions, a);
-    const auto dims = p.split_dims(act.step);
-    if (act.parts > 1 && std::ranges::find(dims, 0) == dims.end()) {
-      error(concat(name(a), ": splits op '", at(p.op_name, act.step), "' into ", act.parts,
-                   " parts along dimension 0 (the batch), which is not one of its split dimensions"));
-    }
-    // A micro-batch holds at least one sample, where the problem knows the batch.
-    if (act.parts > 1 && p.batch > 0 && act.parts > p.batch) {
-      error(concat(name(a), ": splits op '", at(p.op_name, act.step), "' into ", act.parts, " parts, more than the batch's ",
-                   p.batch, " samples"));
-    }
+    if (auto why = split_violation(p, act.step, act.parts); !why.empty()) error(concat(name(a), ": ", why));
   }
 
   // plan.hpp: an op's inputs are on the device when it starts: whole, its micro-tensor, or all micro-tensors.
