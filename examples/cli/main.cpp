@@ -25,6 +25,7 @@
 #include "commands.hpp"
 #include "memplan/cost/devices.hpp"
 #include "memplan/cost/profile.hpp"
+#include "memplan/io/device_profile.hpp"
 #include "memplan/io/dtr_log.hpp"
 #include "memplan/io/graph_json.hpp"
 #include "memplan/io/plan_json.hpp"
@@ -63,17 +64,7 @@ int exit_status(failure_kind k) {
 /// `--device D` (required unless there is a `fallback`) and `--device-profile`.
 device_spec load_device(const arguments& args, std::string_view fallback = {}) {
   device_spec d = find_device(fallback.empty() ? args.require("device") : args.get("device").value_or(std::string(fallback)));
-  if (const auto profile = args.get("device-profile")) {
-    std::ifstream in(*profile);
-    MEMPLAN_EXPECTS(in.good(), invalid_argument, "--device-profile: cannot open '", *profile, "'");
-    json doc;
-    try {
-      doc = json::parse(in);
-    } catch (const json::exception& e) {
-      throw invalid_argument(memplan::detail::concat("--device-profile '", *profile, "': not JSON: ", e.what()));
-    }
-    d = read_device_profile(doc, d);
-  }
+  if (const auto profile = args.get("device-profile")) d = read_device_profile_file(*profile, d);
   return d;
 }
 

@@ -19,13 +19,13 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
-#include <fstream>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include <memplan/io/device_profile.hpp>
 #include <memplan/memplan.hpp>
 
 #include "dispatch.hpp"
@@ -252,11 +252,7 @@ inline void print_report(const network& n, const options& o, bytes_t budget, con
 /// figures overridden by a profile file if given.
 inline device_spec timing_device(const options& o) {
   device_spec spec = find_device(o.device);
-  if (!o.device_profile.empty()) {
-    std::ifstream in(o.device_profile);
-    MEMPLAN_EXPECTS(in.good(), invalid_argument, "cannot read device profile '", o.device_profile, "'");
-    spec = read_device_profile(nlohmann::json::parse(in), spec);
-  }
+  if (!o.device_profile.empty()) spec = io::read_device_profile_file(o.device_profile, spec);
   // Tensors of KiBs: a byte-exact allocator for dtr and delta (PyTorch's
   // 2 MiB segments would be many times the budget).
   spec.allocator = byte_exact_allocator();
