@@ -27,6 +27,7 @@
 #include "memplan/cost/profile.hpp"
 #include "memplan/io/device_profile.hpp"
 #include "memplan/io/dtr_log.hpp"
+#include "memplan/io/explain.hpp"
 #include "memplan/io/graph_json.hpp"
 #include "memplan/io/plan_json.hpp"
 #include "memplan/io/planned.hpp"
@@ -228,10 +229,42 @@ int cmd_models(const arguments& args) {
   return 0;
 }
 
+/// Where the unplanned peak is and what makes it.
+void print_peak(std::ostream& out, const problem& p, const peak_breakdown& b) {
+  if (b.step == no_index) return;
+  out << "  the peak is at step " << b.step << " (op '" << p.op_name[static_cast<std::size_t>(b.step)] << "'):";
+  for (std::size_t k = 0; k < b.by_kind.size(); ++k) {
+    if (b.by_kind[k] > 0) out << " " << tensor_kind_names[k] << " " << format_bytes(b.by_kind[k]) << ",";
+  }
+  out << " workspace " << format_bytes(b.workspace) << "\n  largest tensors there:";
+  for (const index_t t : b.largest) {
+    out << " " << p.tensor_name[static_cast<std::size_t>(t)] << " (" << format_bytes(p.bytes[static_cast<std::size_t>(t)])
+        << ")";
+  }
+  out << "\n";
+}
+
+/// `plan --explain`: per tensor the plan does not simply keep, what happens to it.
+void print_explain(std::ostream& out, const problem& p, const std::vector<tensor_story>& stories) {
+  std::vector<std::vector<std::string>> rows;
+  const auto ms = [](double us) { return us < 0 ? std::string("-") : fixed(us / 1e3, 3); };
+  for (const tensor_story& s : stories) {
+    const auto t = static_cast<std::size_t>(s.tensor);
+    std::string how = s.swap_outs > 0 ? std::to_string(s.swap_outs) + " out, " + std::to_string(s.swap_ins) + " in" : "";
+    if (s.recomputes > 0) how += (how.empty() ? "" : ", ") + std::to_string(s.recomputes) + " rebuilt";
+    if (s.parts > 1) how += (how.empty() ? "" : ", ") + std::to_string(s.parts) + " parts";
+    rows.push_back({p.tensor_name[t], std::string(to_string(p.kind[t])), format_bytes(p.bytes[t]),
+                    std::string(to_string(s.what)), how, ms(s.out_us), ms(s.back_us), fixed(s.stall_us / 1e3, 3)});
+  }
+  print_table(out, {"tensor", "kind", "bytes", "decision", "actions", "leaves ms", "back ms", "stall ms"}, rows);
+}
+
 int cmd_info(const arguments& args) {
   const device_spec d = load_device(args, "titan-rtx");
   const auto [g, p] = load_source(args, d);
-  const json j = info_json(g, p, d);
+  json j = info_json(g, p, d);
+  const peak_breakdown peak = breakdown_of_peak(p);
+  j["peak"] = to_json(peak, p);
   if (args.has("json")) {
     std::cout << j.dump(2) << "\n";
   } else {
@@ -240,6 +273,7 @@ int cmd_info(const arguments& args) {
               << format_bytes(j["parameter_bytes"].get<bytes_t>()) << ")"
               << "\n  baseline peak " << format_bytes(p.baseline_peak()) << "\n  baseline time "
               << fixed(p.baseline_time_us() / 1e3, 3) << " ms\n";
+    print_peak(std::cout, p, peak);
   }
   return 0;
 }
@@ -252,7 +286,10 @@ int cmd_plan(const arguments& args) {
   planner_options options = read_planner_options(args, std::span(&name, 1));
   const bool progress = isatty(STDERR_FILENO) != 0;
   if (progress) options.progress = [](std::string_view status) { std::cerr << "\r" << status << "\x1b[K" << std::flush; };
-  const auto r = run_and_simulate(find_planner(name), p, d, budget, options, args.has("trace"), read_host_memory(args));
+  const bool explaining = args.has("explain");
+  const auto r = run_and_simulate(find_planner(name), p, d, budget, options, args.has("trace") || explaining,
+                                  read_host_memory(args));
+  const std::vector<tensor_story> stories = explaining && succeeded(r) ? explain(p, r.result, r.sim) : std::vector<tensor_story>{};
   if (progress) std::cerr << "\r\x1b[K" << std::flush;
   if (const auto out = args.get("out")) {
     std::ofstream f(*out);
@@ -265,13 +302,16 @@ int cmd_plan(const arguments& args) {
     write_chrome_trace(f, p, r.result, r.sim);
   }
   if (args.has("json")) {
-    std::cout << to_json(r).dump(2) << "\n";
+    json j = to_json(r);
+    if (explaining) j["explain"] = to_json(stories, p);
+    std::cout << j.dump(2) << "\n";
   } else {
     print_problem_line(std::cout, p, d, budget_text(args, budget));
     print_table(std::cout, row_header, {row_cells(r)});
+    if (explaining && succeeded(r)) print_explain(std::cout, p, stories);
     if (!succeeded(r)) std::cerr << "memplan plan: infeasible: " << failure_of(r) << "\n";
     if (succeeded(r) && !r.result.reason.empty()) std::cout << "note: " << r.result.reason << "\n";
-    if (r.sim.offloaded_state_bytes > 0) {
+    if (succeeded(r) && r.sim.offloaded_state_bytes > 0) {
       std::cout << "offloaded state: " << r.result.offloaded_state.size() << " parameters and optimizer state, "
                 << format_bytes(r.sim.offloaded_state_bytes) << ", in host memory between iterations\n";
     }
@@ -399,16 +439,16 @@ struct graph_and_plan {
   plan result;
 };
 
-graph_and_plan load_graph_and_plan(const arguments& args) {
-  const auto doc = read_graph_file(args.require("graph"));
-  problem p = compile(doc.graph, doc.schedule);
+/// SOURCE (any of them) and the plan file made for it.
+graph_and_plan load_graph_and_plan(const arguments& args, const device_spec& d) {
+  problem p = load_source(args, d).p;
   plan result = read_plan_file(args.require("plan"), p);
   return {std::move(p), std::move(result)};
 }
 
 int cmd_simulate(const arguments& args) {
   const device_spec d = load_device(args);
-  auto [p, result] = load_graph_and_plan(args);
+  auto [p, result] = load_graph_and_plan(args, d);
   const bytes_t budget = args.has("budget") ? read_budget(args, p) : result.budget;
   const planned r = simulate_plan(p, std::move(result), d, budget, args.has("trace"));
   if (const auto trace = args.get("trace")) {
@@ -428,7 +468,7 @@ int cmd_simulate(const arguments& args) {
 
 int cmd_validate(const arguments& args) {
   const device_spec d = load_device(args, "titan-rtx");
-  const auto [p, result] = load_graph_and_plan(args);
+  const auto [p, result] = load_graph_and_plan(args, d);
   const bytes_t budget = read_budget(args, p);
   const validation v = validate(p, result, d, budget);
   if (args.has("json")) {

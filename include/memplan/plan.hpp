@@ -119,6 +119,10 @@ inline constexpr std::array<std::string_view, 5> action_kind_names{"compute", "r
 
 /// What a planner decided for a tensor, for reports; the actions are the truth.
 enum class decision : std::uint8_t { keep, swap, recompute, split };
+inline constexpr std::array<std::string_view, 4> decision_names{"keep", "swap", "recompute", "split"};
+[[nodiscard]] constexpr std::string_view to_string(decision d) noexcept {
+  return decision_names[static_cast<std::size_t>(d)];
+}
 
 struct action {
   action_kind kind = action_kind::compute;

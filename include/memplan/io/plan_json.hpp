@@ -9,6 +9,7 @@
 #include <charconv>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <ostream>
 #include <string>
@@ -33,7 +34,31 @@ inline constexpr std::string_view plan_format = "memplan-plan";
 inline constexpr std::int64_t plan_format_version = 1;
 
 /// `decision` names as plan documents spell them.
-inline constexpr std::array<std::string_view, 4> decision_names{"keep", "swap", "recompute", "split"};
+
+/// FNV-1a over what a plan's meaning depends on: each step's op id, its
+/// inputs' and outputs' ids, bytes and kinds, and its workspace (not the op
+/// times: a plan made for one device may be simulated on another).
+[[nodiscard]] inline std::string graph_fingerprint(const problem& p) {
+  std::uint64_t h = 1469598103934665603ull;
+  const auto mix = [&](std::int64_t v) {
+    for (int b = 0; b < 8; ++b) h = (h ^ ((static_cast<std::uint64_t>(v) >> (8 * b)) & 0xff)) * 1099511628211ull;
+  };
+  for (std::size_t s = 0; s < p.num_steps(); ++s) {
+    mix(p.op_id[s]);
+    mix(p.workspace[s]);
+    for (const auto list : {p.inputs(static_cast<index_t>(s)), p.outputs(static_cast<index_t>(s))}) {
+      mix(-1);
+      for (const index_t t : list) {
+        mix(p.tensor_id[static_cast<std::size_t>(t)]);
+        mix(p.bytes[static_cast<std::size_t>(t)]);
+        mix(static_cast<std::int64_t>(p.kind[static_cast<std::size_t>(t)]));
+      }
+    }
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
 
 namespace detail {
 
@@ -55,6 +80,13 @@ class plan_reader {
       : p_(&p), top_(doc, std::string(plan_format)), step_by_op_id_(index_by_id(p.op_id)),
         tensor_by_id_(index_by_id(p.tensor_id)) {
     expect_header(doc, plan_format, plan_format_version);
+    if (top_.has("graph_fingerprint")) {
+      const std::string theirs = top_.string("graph_fingerprint"), ours = graph_fingerprint(p);
+      if (theirs != ours) {
+        top_.fail("graph_fingerprint", "is ", theirs, ": the plan was made for another graph (this one's is ", ours,
+                  "); plan it again for this graph");
+      }
+    }
     plan_.planner = top_.string("planner");
     plan_.feasible = top_.boolean("feasible");
     plan_.reason = top_.string_or("reason", "");
@@ -218,6 +250,7 @@ class plan_reader {
   }
   json doc = {{"format", plan_format},
               {"version", plan_format_version},
+              {"graph_fingerprint", graph_fingerprint(p)},
               {"planner", pl.planner},
               {"feasible", pl.feasible},
               {"reason", pl.reason},
@@ -234,9 +267,9 @@ class plan_reader {
 /// Writes `to_json(pl, p)` with one action per line.
 /// \throws invalid_graph as `to_json`.
 inline void write_plan(std::ostream& out, const plan& pl, const problem& p) {
-  static constexpr std::array<std::string_view, 11> keys{
-      "format",          "version",         "planner",   "feasible", "reason", "budget_bytes",
-      "best_peak_bytes", "decisions", "offloaded_state", "layout",   "actions"};
+  static constexpr std::array<std::string_view, 12> keys{
+      "format",       "version",         "graph_fingerprint", "planner", "feasible", "reason",
+      "budget_bytes", "best_peak_bytes", "decisions",         "offloaded_state", "layout", "actions"};
   detail::write_lines(out, to_json(pl, p), keys);
 }
 
