@@ -262,9 +262,7 @@ void print_explain(std::ostream& out, const problem& p, const std::vector<tensor
 int cmd_info(const arguments& args) {
   const device_spec d = load_device(args, "titan-rtx");
   const auto [g, p] = load_source(args, d);
-  json j = info_json(g, p, d);
-  const peak_breakdown peak = breakdown_of_peak(p);
-  j["peak"] = to_json(peak, p);
+  const json j = info_json(g, p, d);
   if (args.has("json")) {
     std::cout << j.dump(2) << "\n";
   } else {
@@ -273,7 +271,7 @@ int cmd_info(const arguments& args) {
               << format_bytes(j["parameter_bytes"].get<bytes_t>()) << ")"
               << "\n  baseline peak " << format_bytes(p.baseline_peak()) << "\n  baseline time "
               << fixed(p.baseline_time_us() / 1e3, 3) << " ms\n";
-    print_peak(std::cout, p, peak);
+    print_peak(std::cout, p, breakdown_of_peak(p));
   }
   return 0;
 }

@@ -22,6 +22,7 @@
 #include "memplan/failure.hpp"
 #include "memplan/format_bytes.hpp"
 #include "memplan/graph/graph.hpp"
+#include "memplan/io/explain.hpp"
 #include "memplan/io/report_json.hpp"
 #include "memplan/io/size.hpp"
 #include "memplan/model/options.hpp"
@@ -176,7 +177,8 @@ struct planned {
           {"parameter_count", parameter_count},
           {"parameter_bytes", parameter_bytes},
           {"baseline_peak_bytes", p.baseline_peak()},
-          {"baseline_time_s", p.baseline_time_us() / 1e6}};
+          {"baseline_time_s", p.baseline_time_us() / 1e6},
+          {"peak", to_json(breakdown_of_peak(p), p)}};
 }
 
 /// The planners `compare` and `maxbatch` run when none are named: all but
