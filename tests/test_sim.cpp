@@ -8,6 +8,8 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -591,7 +593,7 @@ TEST_CASE("report JSON carries the DESIGN §8 keys") {
   CHECK(j["failure"] == r.failure);
 }
 
-TEST_CASE("Chrome trace: one track per stream, an X event per action, a memory counter") {
+TEST_CASE("Chrome trace: one track per stream, an X event per action, memory and budget counters") {
   const problem p = chain::make();
   const plan pl = chain::swap_a1(p, chain::b3, 300);
   const report r = simulate(p, pl, dev, 300, record_all);
@@ -599,10 +601,12 @@ TEST_CASE("Chrome trace: one track per stream, an X event per action, a memory c
   io::write_chrome_trace(out, p, pl, r);
   const nlohmann::json trace = nlohmann::json::parse(out.str());
   int threads = 0, complete = 0, counters = 0;
+  std::vector<std::pair<double, bytes_t>> budgets;
   for (const auto& e : trace.at("traceEvents")) {
     if (e["ph"] == "M" && e["name"] == "thread_name") ++threads;
     if (e["ph"] == "X") ++complete;
-    if (e["ph"] == "C") ++counters;
+    if (e["ph"] == "C" && e["name"] == "device memory") ++counters;
+    if (e["ph"] == "C" && e["name"] == "budget") budgets.push_back({e["ts"].get<double>(), e["args"]["bytes"].get<bytes_t>()});
     if (e["ph"] == "X" && e["name"] == "swap_in a1") {
       CHECK(e["tid"] == 2);
       CHECK(e["ts"] == 1000.0);
@@ -613,6 +617,8 @@ TEST_CASE("Chrome trace: one track per stream, an X event per action, a memory c
   CHECK(threads == 3);
   CHECK(complete == 7);
   CHECK(counters == static_cast<int>(r.memory_curve.size()));
+  // The budget, constant over the iteration (1100 us of ops plus the late swap-in's stall).
+  CHECK(budgets == std::vector<std::pair<double, bytes_t>>{{0.0, 300}, {r.time_us, 300}});
 }
 
 TEST_CASE("arbitrary action lists never crash or hang the simulator or the validator") {

@@ -39,6 +39,9 @@ inline constexpr option_spec device_options[] = {
 inline constexpr option_spec json_option{"json", "", "one JSON document on stdout instead of the table"};
 inline constexpr option_spec budget_option{
     "budget", "SIZE", "device memory: bytes, 24GiB, 11GB, 800MiB, or 60% of the baseline peak"};
+inline constexpr option_spec svg_option{
+    "svg", "FILE", "write a picture of the simulated run: memory by tensor kind, budget, streams (docs/pictures.md)"};
+inline constexpr option_spec ascii_option{"ascii", "", "after the table, memory over time against the budget as text"};
 inline constexpr option_spec host_memory_option{
     "host-memory", "SIZE", "the most host memory the plan's host copies may take at once (default: no limit)"};
 inline constexpr option_spec common_planner_options[] = {
@@ -97,13 +100,14 @@ inline const std::vector<command_spec>& commands() {
        {budget_option, {"planner", "P", "the planner (memplan models lists them)", true}, json_option,
         {"out", "FILE", "write the plan (docs/formats.md)"}, {"trace", "FILE", "write the simulated run as a Chrome trace"},
         {"explain", "", "per tensor moved, rebuilt or split: when it leaves, when it is back, the stall it causes"},
-        host_memory_option},
+        svg_option, ascii_option, host_memory_option},
        extras::source | extras::planners,
        "memplan plan --model resnet50 --batch 64 --device titan-rtx --budget 60% --planner tsplit"},
       {"compare", "SOURCE --device D --budget SIZE [--planners a,b,...] [options]",
        "Plans SOURCE with several planners (every fast one by default) and tabulates them.",
        {budget_option, {"planners", "a,b,...", "the planners to run (default: all but the searches home and milp)"},
-        json_option, host_memory_option},
+        json_option, {"svg", "FILE", "write each fitting plan's memory curve against the budget as a picture"},
+        host_memory_option},
        extras::source | extras::planners,
        "memplan compare --model resnet50 --batch 128 --device titan-rtx --budget 60%"},
       {"maxbatch", "--model M --device D [--budget SIZE] [--planners a,b,...] [options]",
@@ -114,10 +118,10 @@ inline const std::vector<command_spec>& commands() {
         {"search", "batch|scale", "search the batch (default) or the width factor at --batch"}, host_memory_option,
         json_option},
        extras::model | extras::planners, "memplan maxbatch --model vgg16 --device titan-rtx --planners tsplit,capuchin"},
-      {"simulate", "SOURCE --plan FILE --device D [--budget SIZE] [--json] [--trace t.json]",
+      {"simulate", "SOURCE --plan FILE --device D [--budget SIZE] [--json] [--trace t.json] [--svg s.svg] [--ascii]",
        "Simulates a plan file on the graph it was made for (the budget in the plan unless given).",
        {{"plan", "FILE", "a plan document (plan --out); refused if made for another graph", true}, budget_option,
-        json_option, {"trace", "FILE", "write the simulated run as a Chrome trace"}},
+        json_option, {"trace", "FILE", "write the simulated run as a Chrome trace"}, svg_option, ascii_option},
        extras::source, "memplan simulate --graph g.json --plan p.json --device titan-rtx"},
       {"validate", "SOURCE --plan FILE --budget SIZE [--device D] [--json]",
        "Checks a plan file against its graph and the budget with the independent validator.",

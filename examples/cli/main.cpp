@@ -25,6 +25,7 @@
 #include "commands.hpp"
 #include "memplan/cost/devices.hpp"
 #include "memplan/cost/profile.hpp"
+#include "memplan/io/ascii_chart.hpp"
 #include "memplan/io/device_profile.hpp"
 #include "memplan/io/dtr_log.hpp"
 #include "memplan/io/explain.hpp"
@@ -33,6 +34,7 @@
 #include "memplan/io/planned.hpp"
 #include "memplan/io/report_json.hpp"
 #include "memplan/io/size.hpp"
+#include "memplan/io/svg.hpp"
 #include "memplan/io/trace.hpp"
 #include "memplan/model/zoo.hpp"
 #include "memplan/planners/max_batch.hpp"
@@ -118,6 +120,26 @@ std::optional<bytes_t> read_host_memory(const arguments& args) {
   const auto text = args.get("host-memory");
   if (!text) return std::nullopt;
   return parse_host_memory(*text);
+}
+
+/// Writes the file that option `name` names, if given, by `write(stream)`.
+/// \throws invalid_argument if it cannot be opened.
+template <class Write>
+void write_option_file(const arguments& args, std::string_view name, Write write) {
+  const auto path = args.get(name);
+  if (!path) return;
+  std::ofstream f(*path);
+  MEMPLAN_EXPECTS(f.good(), invalid_argument, "--", name, ": cannot write '", *path, "'");
+  write(f);
+}
+
+/// The options that need the simulator's timeline and memory curve.
+bool records_run(const arguments& args) { return args.has("trace") || args.has("svg") || args.has("ascii"); }
+
+/// `--trace` and `--svg` of `plan` and `simulate`.
+void write_pictures(const arguments& args, const problem& p, const device_spec& d, const planned& r) {
+  write_option_file(args, "trace", [&](std::ostream& f) { write_chrome_trace(f, p, r.result, r.sim); });
+  write_option_file(args, "svg", [&](std::ostream& f) { write_svg(f, p, r.result, r.sim, d.name); });
 }
 
 // ---- human-readable tables ----
@@ -285,7 +307,7 @@ int cmd_plan(const arguments& args) {
   const bool progress = isatty(STDERR_FILENO) != 0;
   if (progress) options.progress = [](std::string_view status) { std::cerr << "\r" << status << "\x1b[K" << std::flush; };
   const bool explaining = args.has("explain");
-  const auto r = run_and_simulate(find_planner(name), p, d, budget, options, args.has("trace") || explaining,
+  const auto r = run_and_simulate(find_planner(name), p, d, budget, options, records_run(args) || explaining,
                                   read_host_memory(args));
   const std::vector<tensor_story> stories = explaining && succeeded(r) ? explain(p, r.result, r.sim) : std::vector<tensor_story>{};
   if (progress) std::cerr << "\r\x1b[K" << std::flush;
@@ -294,11 +316,7 @@ int cmd_plan(const arguments& args) {
     MEMPLAN_EXPECTS(f.good(), invalid_argument, "--out: cannot write '", *out, "'");
     f << to_json(r.result, p).dump(1) << "\n";
   }
-  if (const auto trace = args.get("trace")) {
-    std::ofstream f(*trace);
-    MEMPLAN_EXPECTS(f.good(), invalid_argument, "--trace: cannot write '", *trace, "'");
-    write_chrome_trace(f, p, r.result, r.sim);
-  }
+  write_pictures(args, p, d, r);
   if (args.has("json")) {
     json j = to_json(r);
     if (explaining) j["explain"] = to_json(stories, p);
@@ -307,6 +325,7 @@ int cmd_plan(const arguments& args) {
     print_problem_line(std::cout, p, d, budget_text(args, budget));
     print_table(std::cout, row_header, {row_cells(r)});
     if (explaining && succeeded(r)) print_explain(std::cout, p, stories);
+    if (args.has("ascii")) write_ascii_memory(std::cout, r.sim);
     if (!succeeded(r)) std::cerr << "memplan plan: infeasible: " << failure_of(r) << "\n";
     if (succeeded(r) && !r.result.reason.empty()) std::cout << "note: " << r.result.reason << "\n";
     if (succeeded(r) && r.sim.offloaded_state_bytes > 0) {
@@ -326,8 +345,16 @@ int cmd_compare(const arguments& args) {
   const planner_options options = read_planner_options(args, names);
   std::vector<planned> rows;
   for (const auto& name : names) {
-    rows.push_back(run_and_simulate(find_planner(name), p, d, budget, options, false, read_host_memory(args)));
+    rows.push_back(run_and_simulate(find_planner(name), p, d, budget, options, args.has("svg"), read_host_memory(args)));
   }
+  write_option_file(args, "svg", [&](std::ostream& f) {
+    std::vector<report> runs;
+    for (const auto& r : rows) {
+      runs.push_back(r.sim);
+      runs.back().feasible = succeeded(r);  // the planner's and the host memory's verdicts too
+    }
+    write_compare_svg(f, p, d.name, budget, runs);
+  });
   if (args.has("json")) {
     std::cout << compare_json(p, d, budget, rows).dump(2) << "\n";
   } else {
@@ -448,17 +475,14 @@ int cmd_simulate(const arguments& args) {
   const device_spec d = load_device(args);
   auto [p, result] = load_graph_and_plan(args, d);
   const bytes_t budget = args.has("budget") ? read_budget(args, p) : result.budget;
-  const planned r = simulate_plan(p, std::move(result), d, budget, args.has("trace"));
-  if (const auto trace = args.get("trace")) {
-    std::ofstream f(*trace);
-    MEMPLAN_EXPECTS(f.good(), invalid_argument, "--trace: cannot write '", *trace, "'");
-    write_chrome_trace(f, p, r.result, r.sim);
-  }
+  const planned r = simulate_plan(p, std::move(result), d, budget, records_run(args));
+  write_pictures(args, p, d, r);
   if (args.has("json")) {
     std::cout << to_json(r).dump(2) << "\n";
   } else {
     print_problem_line(std::cout, p, d, budget_text(args, budget));
     print_table(std::cout, row_header, {row_cells(r)});
+    if (args.has("ascii")) write_ascii_memory(std::cout, r.sim);
   }
   if (!succeeded(r)) std::cerr << "memplan simulate: infeasible: " << failure_of(r) << "\n";
   return exit_status(verdict_of(r));

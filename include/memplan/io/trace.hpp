@@ -3,7 +3,8 @@
 /// A simulated plan in the Chrome trace event format (DESIGN.md §4, last
 /// bullet), which Perfetto and chrome://tracing open: one track per stream
 /// with an "X" (complete) event per action, and device memory as a "C"
-/// (counter) series. Format: "Trace Event Format", Google, 2016.
+/// (counter) series, with the budget as a second, constant one so that the
+/// limit shows beside it. Format: "Trace Event Format", Google, 2016.
 
 #include <array>
 #include <cstddef>
@@ -19,7 +20,7 @@
 
 namespace memplan::io {
 
-/// Writes the timeline and memory curve of `r` (simulate with
+/// Writes the timeline, memory curve and budget of `r` (simulate with
 /// `record_timeline` and `record_memory`) as one trace JSON document.
 /// Timestamps are microseconds, the format's unit.
 /// \throws invalid_argument if the timeline names an action or step `pl`
@@ -66,6 +67,9 @@ inline void write_chrome_trace(std::ostream& out, const problem& p, const plan& 
   }
   for (const memory_point& m : r.memory_curve) {
     events.push_back({{"ph", "C"}, {"name", "device memory"}, {"pid", pid}, {"ts", m.time_us}, {"args", {{"bytes", m.bytes}}}});
+  }
+  for (const double ts : {0.0, r.time_us}) {
+    events.push_back({{"ph", "C"}, {"name", "budget"}, {"pid", pid}, {"ts", ts}, {"args", {{"bytes", r.budget_bytes}}}});
   }
   out << json{{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}}.dump() << '\n';
 }
