@@ -141,17 +141,17 @@ class cuda_kernels {
   void conv_forward(const dims& d, const float* x, const float* w, float* y, void* ws) const {
     const cuda_detail::conv_setup c(d);
     MEMPLAN_CUDNN_TRY(cudnnConvolutionForward(dnn_, &one_, c.x, x, c.filter, w, c.conv, cuda_detail::forward_algo, ws,
-                                              size(layer_op::conv, d), &zero_, c.y, y));
+                                              workspace(layer_op::conv, c), &zero_, c.y, y));
   }
   void conv_backward_data(const dims& d, const float* dy, const float* w, float* dx, void* ws) const {
     const cuda_detail::conv_setup c(d);
     MEMPLAN_CUDNN_TRY(cudnnConvolutionBackwardData(dnn_, &one_, c.filter, w, c.y, dy, c.conv, cuda_detail::data_algo, ws,
-                                                   size(layer_op::conv_grad_x, d), &zero_, c.x, dx));
+                                                   workspace(layer_op::conv_grad_x, c), &zero_, c.x, dx));
   }
   void conv_backward_filter(const dims& d, const float* x, const float* dy, float* dw, bool accumulate, void* ws) const {
     const cuda_detail::conv_setup c(d);
     MEMPLAN_CUDNN_TRY(cudnnConvolutionBackwardFilter(dnn_, &one_, c.x, x, c.y, dy, c.conv, cuda_detail::filter_algo, ws,
-                                                     size(layer_op::conv_grad_w, d), accumulate ? &one_ : &zero_,
+                                                     workspace(layer_op::conv_grad_w, c), accumulate ? &one_ : &zero_,
                                                      c.filter, dw));
   }
 
@@ -229,11 +229,11 @@ class cuda_kernels {
   }
 
  private:
-  [[nodiscard]] std::size_t size(layer_op kind, const dims& d) const {
-    return static_cast<std::size_t>(conv_workspace(kind, d));
-  }
   [[nodiscard]] bytes_t conv_workspace(layer_op kind, const dims& d) const {
-    const cuda_detail::conv_setup c(d);
+    return static_cast<bytes_t>(workspace(kind, cuda_detail::conv_setup(d)));
+  }
+  /// cuDNN's workspace for `kind`'s fixed algorithm on the descriptors `c` (one call, one setup).
+  [[nodiscard]] std::size_t workspace(layer_op kind, const cuda_detail::conv_setup& c) const {
     std::size_t bytes = 0;
     if (kind == layer_op::conv) {
       MEMPLAN_CUDNN_TRY(
@@ -245,7 +245,7 @@ class cuda_kernels {
       MEMPLAN_CUDNN_TRY(cudnnGetConvolutionBackwardFilterWorkspaceSize(dnn_, c.x, c.y, c.conv, c.filter,
                                                                        cuda_detail::filter_algo, &bytes));
     }
-    return static_cast<bytes_t>(bytes);
+    return bytes;
   }
 
   cudnnHandle_t dnn_ = nullptr;
