@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 
-DTR_PEAKS = {  # log prefix: refcount_peak bytes (tools/dtr_log_table.py)
+DTR_PEAKS = {  # log prefix: refcount_peak bytes (tools/paper/dtr.py, LOGS)
     "resnet32": 10061179152, "transformer": 9864405000, "tv_densenet121": 11020749360,
     "inceptionv4": 11245348984, "unet": 8415764640, "lstm": 5595127736,
     "treelstm": 170173608, "unroll_gan": 252677418,

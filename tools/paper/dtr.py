@@ -1,0 +1,150 @@
+"""DTR (ICLR'21) and DELTA: Tables III-IV and §5.2 on the A100, the DTR logs on the Titan V."""
+import pathlib
+
+from . import batches, figures, fmt
+from .registry import table
+
+CORPUS = pathlib.Path(__file__).resolve().parents[3] / "shared" / "corpus" / "dtr-logs"
+FILTERS = ["base", "lru"]  # DELTA's own filters beside the default `cost` (planners/dtr/delta.hpp)
+
+
+def allocator_cells(row):
+    """The online allocator's fragmentation and cudaMalloc/cudaFree ms, where the plan has them."""
+    if not row or not row.get("feasible") or "fragmentation" not in row:
+        return ["", ""]
+    return [f"{row['fragmentation']:.3f}", f"{row.get('allocator_s', 0) * 1e3:.2f}"]
+
+
+def at_batch(mp, model, planner, row, *extra):
+    """The plan at a row's largest batch, for its allocator figures."""
+    if planner == "none" or batches.batch_of(row) == 0:
+        return None
+    return mp.json("plan", "--model", model, "--batch", row["max_batch"], "--device", "a100", "--budget", "80GiB",
+                   "--planner", planner, *extra)
+
+
+@table("delta-max-batch", minutes=8)
+def max_batch(mp, quick):
+    """DELTA Tables III-IV: the largest batch on one A100 (80 GiB), and at <= 100 % overhead."""
+    models = list(figures.DELTA_MAX_BATCH)[: 1 if quick else None]
+    variants = [("none", ()), ("dtr", ()), ("delta", ())] + [("delta", ("--filter", f)) for f in FILTERS]
+    rows, order, order_floor = [], [], []
+    for m in models:
+        found = {}
+        for planner, extra in variants:
+            free, floor = batches.search(mp, [m], "a100", [planner], *extra)
+            found[(planner, extra)] = (free[m][planner], floor[m].get(planner))
+            plan = at_batch(mp, m, planner, free[m][planner], *extra)
+            rows.append([m if planner == "none" else "", f"`{' '.join((planner, *extra))}`",
+                         figures.DELTA_MAX_BATCH[m].get(planner, "") if not extra else "-",
+                         batches.cell(free[m][planner]), *allocator_cells(plan),
+                         batches.cell(floor[m].get(planner)) if planner != "none" else ""])
+        none, dtr, delta = (found[(p, ())] for p in ("none", "dtr", "delta"))
+        if batches.batch_of(delta[0]) > batches.batch_of(dtr[0]) > batches.batch_of(none[0]):
+            order.append(m)
+        if batches.batch_of(delta[1]) > batches.batch_of(dtr[1]) > batches.batch_of(none[0]):
+            order_floor.append(m)
+    head = ["model", "planner", "paper max batch", "max batch (overhead)", "frag.", "alloc ms", "≤ 100 %"]
+    return [*fmt.table(head, rows, numeric_from=2), "",
+            "The paper's order, DELTA > DTR > baseline (default filter): " + fmt.claim("holds", order, models)
+            + "; at ≤ 100 % overhead " + fmt.claim("it holds", order_floor, models) + "."]
+
+
+SAVING_PLANNERS = ["none", "dtr", "delta"]
+
+
+@table("delta-saving", minutes=1)
+def saving(mp, quick):
+    """DELTA §5.2: ResNet-50 at batch 256 on the A100 at 40 % of the unplanned peak."""
+    rows = mp.rows("compare", "--model", "resnet50", "--batch", "256", "--device", "a100", "--budget", "40%",
+                   "--planners", ",".join(SAVING_PLANNERS))
+    out = []
+    for p in SAVING_PLANNERS:
+        r = rows[p]
+        if not r["feasible"]:
+            out.append([p, "no", "-", "-", "-", "-", "-", "-", "", ""])
+            continue
+        out.append([p, "yes", fmt.gib(r["arena_bytes"]), fmt.gib(r["peak_live_bytes"]), fmt.ms(r["time_s"]),
+                    fmt.pct(r["overhead"]), fmt.gib(r["swapped_bytes"]), f"{r['recomputed_ops']:,}",
+                    *allocator_cells(r)])
+    head = ["planner", "feasible", "arena", "live peak", "time ms", "overhead", "swapped", "recomputed", "frag.",
+            "alloc ms"]
+    baseline = rows["none"]["baseline_peak_bytes"]
+    return [f"Baseline peak {fmt.gib(baseline)}; the paper's DELTA: {figures.DELTA_SAVING}.", "",
+            *fmt.table(head, out, numeric_from=2)]
+
+
+SMALLEST = [("dtr", ()), ("delta", ())] + [("delta", ("--filter", f)) for f in ("lru", "greedy", "base")] + \
+           [("tsplit", ()), ("capuchin", ()), ("checkpoint", ())]
+
+
+def smallest_budget(mp, planner, extra):
+    """The smallest budget, in tenths of a percent of the unplanned peak, at which `planner` fits,
+    by bisection over 1.0-100.0 % (taking feasibility to be monotone in the budget), and its plan."""
+    def plan(tenths):
+        return mp.json("plan", "--model", "resnet50", "--batch", "256", "--device", "a100",
+                       "--budget", f"{tenths / 10:g}%", "--planner", planner, *extra)
+
+    lo, hi, best = 10, 1000, None  # hi fits (every planner keeps all at 100 %)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        r = plan(mid)
+        if r["feasible"]:
+            hi, best = mid, r
+        else:
+            lo = mid
+    return hi, best or plan(hi)
+
+
+@table("delta-smallest-budget", minutes=4)
+def smallest(mp, quick):
+    """DELTA §5.2: the smallest budget each planner meets for ResNet-50 at batch 256 on the A100."""
+    out = []
+    for planner, extra in SMALLEST[: 1 if quick else None]:
+        tenths, r = smallest_budget(mp, planner, extra)
+        out.append([f"`{' '.join((planner, *extra))}`", f"{tenths / 10:.1f} %", fmt.gib(r["peak_bytes"]),
+                    fmt.pct(1 - r["peak_bytes"] / r["baseline_peak_bytes"]), fmt.pct(r["overhead"]),
+                    *allocator_cells(r)])
+    head = ["planner", "smallest budget", "peak", "saving vs baseline", "overhead there", "frag.", "alloc ms"]
+    return fmt.table(head, out, numeric_from=1)
+
+
+# The logs (prefix: row label, no-eviction peak in bytes as DTR counts it: io::dtr_log::refcount_peak;
+# tests/test_dtr_log.cpp checks them against the corpus README).
+LOGS = {
+    "resnet32": ("ResNet-32 (56)", 10061179152),
+    "transformer": ("Transformer (10)", 9864405000),
+    "tv_densenet121": ("DenseNet-121 (84)", 11020749360),
+    "inceptionv4": ("InceptionV4 (64)", 11245348984),
+    "unet": ("U-Net (6)", 8415764640),
+    "lstm": ("LSTM (512)", 5595127736),
+    "treelstm": ("TreeLSTM", 170173608),
+    "unroll_gan": ("Unrolled GAN", 252677418),
+}
+RATIOS = (0.3, 0.5, 0.7, 0.9)
+LOG_PLANNERS = ["dtr", "delta", "capuchin", "tsplit"]
+
+
+def slowdown(row):
+    return f"{row['time_s'] / row['baseline_time_s']:.3f}" if row["feasible"] else "OOM"
+
+
+@table("dtr-logs", minutes=12)
+def logs(mp, quick):
+    """The DTR logs on titan-v at 0.3-0.9 of each log's no-eviction peak: slowdown per planner."""
+    if not CORPUS.is_dir():
+        raise FileNotFoundError(f"{CORPUS} is absent")
+    out = []
+    for prefix, (label, peak) in list(LOGS.items())[: 1 if quick else None]:
+        log = next(CORPUS.glob(prefix + "-*.log"))
+        for i, ratio in enumerate(RATIOS):
+            rows = mp.rows("compare", "--dtr-log", f"../shared/corpus/dtr-logs/{log.name}", "--device", "titan-v",
+                           "--budget", int(ratio * peak), "--planners", ",".join(LOG_PLANNERS), "--time-limit", "60")
+            sim = figures.DTR_SIM.get(prefix)
+            out.append([label if i == 0 else "", ratio, f"{sim[i]:.3f}" if sim else "",
+                        slowdown(rows["dtr"]), *allocator_cells(rows["dtr"]),
+                        slowdown(rows["delta"]), *allocator_cells(rows["delta"]),
+                        slowdown(rows["capuchin"]), slowdown(rows["tsplit"])])
+    head = ["log", "ratio", "DTR sim (h_DTR^eq)", "`dtr`", "frag.", "alloc ms", "`delta`", "frag.", "alloc ms",
+            "`capuchin`", "`tsplit`"]
+    return fmt.table(head, out, numeric_from=1)

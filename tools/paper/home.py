@@ -1,0 +1,80 @@
+"""HOME: Table 2 against Capuchin at its largest batch, Table 3's search time (CIFAR-10, rtx-2080ti)."""
+import json
+import subprocess
+
+from . import batches, figures, fmt
+from .registry import table
+
+DEVICE = ("--cifar", "--device", "rtx-2080ti")
+SEEDS = "capuchin,tsplit-nosplit"
+SWARM = ("--iterations", "50", "--particles", "50", "--threads", "1", "--time-limit", "60")
+
+
+def fitness(time_s, excess_bytes):
+    """A placement's fitness as HOME ranks it: its time, or how far it exceeds the budget."""
+    return f"{excess_bytes / 2**20:,.0f} MiB over" if excess_bytes else f"{time_s * 1e3:,.0f} ms"
+
+
+def home_at(mp, model, batch, *seed):
+    r = mp.json("plan", "--model", model, *DEVICE, "--batch", batch, "--budget", "11GiB", "--planner", "home",
+                *seed, *SWARM)
+    last = r["history"][-1] if r.get("history") else {"time_s": 0, "excess_bytes": 0}
+    plan = f"{r['time_s'] * 1e3:,.0f} ms" if r["feasible"] else "-"
+    return r, plan, fitness(last["time_s"], last["excess_bytes"])
+
+
+@table("home-table2", minutes=25, deterministic=False)
+def table2(mp, quick):
+    """HOME Table 2: home (the swarm alone, and seeded) against capuchin at capuchin's largest batch B."""
+    rows, faster = [], []
+    models = list(figures.HOME_TABLE2)[: 1 if quick else None]
+    for m in models:
+        found = mp.rows("maxbatch", "--model", m, *DEVICE, "--planners", "none,capuchin")
+        b = found["capuchin"]["max_batch"]
+        seeded = mp.rows("maxbatch", "--model", m, *DEVICE, "--planners", "home", "--seed-with", SEEDS,
+                         "--iterations", "10", "--particles", "10", "--threads", "1", "--time-limit", "5")["home"]
+        cap = mp.rows("compare", "--model", m, *DEVICE, "--batch", b, "--budget", "11GiB",
+                      "--planners", "capuchin")["capuchin"]
+        unseeded, unseeded_plan, _ = home_at(mp, m, b)
+        with_seeds, seeded_plan, swarm = home_at(mp, m, b, "--seed-with", SEEDS)
+        rows.append([m, f"{found['none']['max_batch']:,}", f"{b:,}", batches.cell(seeded),
+                     f"{cap['time_s'] * 1e3:,.0f} ms", unseeded_plan, seeded_plan, swarm, figures.HOME_TABLE2[m]])
+        if unseeded["feasible"] and unseeded["time_s"] <= cap["time_s"]:
+            faster.append(m)
+    head = ["model", "none max batch", "capuchin max batch (B)", "home max batch (seeded, 10 x 10)",
+            "capuchin at B", "home at B (the swarm alone)", "home seeded at B", "the seeded swarm's best",
+            "HOME paper: batch Cap. / HOME; throughput Cap. / HOME"]
+    return [*fmt.table(head, rows, numeric_from=1), "",
+            "The paper's claim, HOME at least as fast as Capuchin at B (the swarm alone): "
+            + fmt.claim("holds", faster, models) + "."]
+
+
+def seconds(run, key):
+    """A Google Benchmark time in seconds."""
+    return run[key] * {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[run["time_unit"]]
+
+
+@table("home-table3", minutes=10, deterministic=False)
+def table3(mp, quick):
+    """HOME Table 3: time per evaluation and per full search (500 iterations x 500 particles, 2 threads)."""
+    bench = str(mp.build / "bench" / "bench_home")
+    filt = "bm_evaluate|bm_search/[0-3]/" if quick else "bm_evaluate|bm_search"
+    mp.commands.append(f"{bench} --benchmark_filter='{filt}' --benchmark_format=json")
+    out = subprocess.run([bench, f"--benchmark_filter={filt}", "--benchmark_format=json"], capture_output=True,
+                         text=True, check=True)
+    runs = json.loads(out.stdout)["benchmarks"]
+    evaluate = {r["label"]: r for r in runs if r["name"].startswith("bm_evaluate")}
+    rows = []
+    for r in (r for r in runs if r["name"].startswith("bm_search")):
+        label = r["label"]
+        model = label.split(" b")[0]
+        per_eval_us = seconds(evaluate[label], "real_time") * 1e6
+        paper_eval_ms, paper_search_s = figures.HOME_TABLE3[model]
+        wall_s, cpu_s = seconds(r, "real_time"), seconds(r, "cpu_time")
+        best = fitness(r["best_ms"] / 1e3, r["excess_MiB"] * 2**20)
+        rows.append([label, f"{int(r['feature_maps'])}", f"{per_eval_us:,.1f} µs", f"{paper_eval_ms} ms",
+                     f"{wall_s:,.2f} s", f"{cpu_s:,.2f} s", f"{paper_search_s} s", f"{paper_search_s / wall_s:.2f}x",
+                     f"{r['evaluations'] / 1e6:.2f} M / {r['simulations'] / 1e3:,.0f} k", best])
+    head = ["model (batch)", "feature maps", "evaluator per evaluation", "HOME Table 3 evaluator", "search wall",
+            "search CPU", "HOME Table 3 search", "speed-up (wall)", "evaluations / simulated", "best"]
+    return fmt.table(head, rows, numeric_from=1)
