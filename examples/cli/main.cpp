@@ -88,6 +88,7 @@ model::options read_model_options(const arguments& args) {
 struct source {
   graph g;
   problem p;
+  std::optional<bytes_t> dtr_refcount_peak;  ///< a DTR log's no-eviction peak as DTR's simulator counts it
 };
 
 /// SOURCE := --model NAME [model options] | --graph FILE.json | --dtr-log FILE
@@ -97,7 +98,7 @@ source load_source(const arguments& args, const device_spec& device) {
   if (const auto log = args.get("dtr-log")) {
     dtr_log read = read_dtr_log_file(*log);
     problem p = compile(read.graph, read.schedule);
-    return {std::move(read.graph), std::move(p)};
+    return {std::move(read.graph), std::move(p), read.refcount_peak};
   }
   if (const auto m = args.get("model")) {
     graph g = model::build(*m, read_model_options(args), device);
@@ -283,8 +284,10 @@ void print_explain(std::ostream& out, const problem& p, const std::vector<tensor
 
 int cmd_info(const arguments& args) {
   const device_spec d = load_device(args, "titan-rtx");
-  const auto [g, p] = load_source(args, d);
-  const json j = info_json(g, p, d);
+  const auto [g, p, dtr_peak] = load_source(args, d);
+  json j = info_json(g, p, d);
+  // DTR's budgets are ratios of this peak (its simulator counts a tensor while any handle holds it).
+  if (dtr_peak) j["dtr_refcount_peak_bytes"] = *dtr_peak;
   if (args.has("json")) {
     std::cout << j.dump(2) << "\n";
   } else {
@@ -293,6 +296,10 @@ int cmd_info(const arguments& args) {
               << format_bytes(j["parameter_bytes"].get<bytes_t>()) << ")"
               << "\n  baseline peak " << format_bytes(p.baseline_peak()) << "\n  baseline time "
               << fixed(p.baseline_time_us() / 1e3, 3) << " ms\n";
+    if (dtr_peak) {
+      std::cout << "  DTR's no-eviction peak " << format_bytes(*dtr_peak) << " (" << *dtr_peak
+                << " B: DTR's budgets are ratios of it)\n";
+    }
     print_peak(std::cout, p, breakdown_of_peak(p));
   }
   return 0;

@@ -11,7 +11,7 @@ def models(quick):
     return list(figures.CAPUCHIN_TABLE2)[: 1 if quick else None]
 
 
-@table("capuchin-table2", minutes=6)
+@table("capuchin-table2", minutes=2)
 def table2(mp, quick):
     """Capuchin Table 2: the largest batch on the P100 (16 GiB), and at <= 100 % overhead."""
     ms = models(quick)
@@ -26,7 +26,7 @@ def table2(mp, quick):
             + "; at ≤ 100 % overhead " + fmt.claim("it holds", first_floor, ms) + "."]
 
 
-@table("capuchin-swaps", minutes=1)
+@table("capuchin-swaps", minutes=0.1)
 def swaps(mp, quick):
     """Capuchin §6.3.2: at 1.2x the unplanned largest batch, what capuchin swaps and what it costs."""
     ms = models(quick)

@@ -23,7 +23,7 @@ def at_batch(mp, model, planner, row, *extra):
                    "--planner", planner, *extra)
 
 
-@table("delta-max-batch", minutes=8)
+@table("delta-max-batch", minutes=0.2)
 def max_batch(mp, quick):
     """DELTA Tables III-IV: the largest batch on one A100 (80 GiB), and at <= 100 % overhead."""
     models = list(figures.DELTA_MAX_BATCH)[: 1 if quick else None]
@@ -53,7 +53,7 @@ def max_batch(mp, quick):
 SAVING_PLANNERS = ["none", "dtr", "delta"]
 
 
-@table("delta-saving", minutes=1)
+@table("delta-saving", minutes=0.1)
 def saving(mp, quick):
     """DELTA §5.2: ResNet-50 at batch 256 on the A100 at 40 % of the unplanned peak."""
     rows = mp.rows("compare", "--model", "resnet50", "--batch", "256", "--device", "a100", "--budget", "40%",
@@ -96,7 +96,7 @@ def smallest_budget(mp, planner, extra):
     return hi, best or plan(hi)
 
 
-@table("delta-smallest-budget", minutes=4)
+@table("delta-smallest-budget", minutes=0.3)
 def smallest(mp, quick):
     """DELTA §5.2: the smallest budget each planner meets for ResNet-50 at batch 256 on the A100."""
     out = []
@@ -129,7 +129,7 @@ def slowdown(row):
     return f"{row['time_s'] / row['baseline_time_s']:.3f}" if row["feasible"] else "OOM"
 
 
-@table("dtr-logs", minutes=12)
+@table("dtr-logs", minutes=0.5)
 def logs(mp, quick):
     """The DTR logs on titan-v at 0.3-0.9 of each log's no-eviction peak: slowdown per planner."""
     if not CORPUS.is_dir():
