@@ -116,6 +116,49 @@ TEST_CASE("checkpoint keeps the outputs of ops that cannot be recomputed") {
   CHECK(r.peak_bytes == 1800);
 }
 
+TEST_CASE("superneurons keeps what fits and evicts the least recently used tensor when memory is needed") {
+  // identical_chain(4): f1..f4 (steps 0-3, 10 µs), loss (4, 20 µs), b4..b1
+  // (5-8, 20 µs); baseline 140 µs. Live bytes per step: 200, 300, 400, 500,
+  // 600, 600, 500, 400, 300 (peak 600 at the loss and b4).
+  const problem p = identical_chain(4);
+  REQUIRE(p.baseline_peak() == 600);
+  SUBCASE("at the baseline peak the LRU cache keeps everything: no copy, no stall") {
+    const plan pl = run("superneurons", p, dev, 600);
+    const report r = simulate(p, pl, dev, 600);
+    CHECK(r.feasible);
+    CHECK(r.time_us == 140);
+    CHECK(r.swapped_out_bytes == 0);
+    CHECK(r.recomputed_ops == 0);
+  }
+  SUBCASE("at 500 B the loss needs 100 B: x, the least recently used, leaves") {
+    // x is offloaded over [0,100] (d2h, 1 B/µs); the loss waits for it:
+    // f1..f4 [0,40], loss [100,120], b4 [120,140], b3 [140,160]. x comes
+    // back one op ahead of b1, started by b3's end: [160,260]; b2
+    // [160,180], b1 [260,280]. Peak 500 B (a1..a4 + g4 at the loss).
+    const plan pl = run("superneurons", p, dev, 500);
+    const report r = simulate(p, pl, dev, 500);
+    CHECK(r.feasible);
+    CHECK(r.swapped_out_bytes == 100);
+    CHECK(r.swapped_in_bytes == 100);
+    CHECK(r.time_us == 280);
+    CHECK(r.peak_bytes == 500);
+    CHECK(validate(p, pl, dev, 500).ok);
+  }
+  SUBCASE("at 400 B f4 needs x's 100 B and the loss a1's, in LRU order") {
+    // x out [0,100], a1 out [100,200]; f4 waits for x: [100,110]; the loss
+    // for a1: [200,220]; b4 [220,240]; a1 back [240,340] (ahead of b2), x
+    // [340,440] (ahead of b1, the h2d link busy until 340); b3 [240,260],
+    // b2 [340,360], b1 [440,460].
+    const plan pl = run("superneurons", p, dev, 400);
+    const report r = simulate(p, pl, dev, 400);
+    CHECK(r.feasible);
+    CHECK(r.swapped_out_bytes == 200);
+    CHECK(r.time_us == 460);
+    CHECK(r.peak_bytes == 400);
+    CHECK(validate(p, pl, dev, 400).ok);
+  }
+}
+
 TEST_CASE("every baseline's plan on zoo models passes the validator") {
   const device_spec& titan = find_device("titan-rtx");
   for (const char* name : {"vgg16", "resnet50"}) {

@@ -103,11 +103,11 @@ source load_source(const arguments& args, const device_spec& device) {
   if (const auto m = args.get("model")) {
     graph g = model::build(*m, read_model_options(args), device);
     problem p = compile(g);
-    return {std::move(g), std::move(p)};
+    return {std::move(g), std::move(p), std::nullopt};
   }
   auto doc = read_graph_file(args.require("graph"));
   problem p = compile(doc.graph, doc.schedule);
-  return {std::move(doc.graph), std::move(p)};
+  return {std::move(doc.graph), std::move(p), std::nullopt};
 }
 
 /// SIZE: bytes, units, or a percentage of the baseline peak.

@@ -255,9 +255,12 @@ class prefetch_schedule {
 /// prefetched one op ahead of the step that first needs it, learned from a
 /// first pass (`prefetch_schedule`).
 /// `release_chain_sources`: see `emitter::release_chain_sources`.
-template <class Evict>
+/// `waits_of(s)`: the actions step s's compute waits for, besides its
+/// inputs' (a span of action indices; those of a pass that records).
+template <class Evict, class Waits = std::span<const index_t> (*)(index_t)>
 [[nodiscard]] emitter emit_evictions(const problem& p, std::string_view planner, bytes_t budget, const Evict& evict,
-                                     bool release_chain_sources = false) {
+                                     bool release_chain_sources = false,
+                                     const Waits& waits_of = [](index_t) { return std::span<const index_t>{}; }) {
   const std::size_t n = p.num_steps();
   const auto pass = [&](const prefetch_schedule& prefetches, bool record) {
     emitter em(p, std::string(planner), budget, record);
@@ -266,7 +269,7 @@ template <class Evict>
       const auto si = static_cast<index_t>(s);
       for (const index_t t : prefetches.before(s)) em.prefetch(t);
       em.bring_inputs(si);
-      em.compute(si);
+      em.compute(si, record ? waits_of(si) : std::span<const index_t>{});
       evict(si, em);
     }
     return em;
