@@ -1,12 +1,16 @@
 // Tests of the largest-batch search (planners/max_batch.hpp) with a fits()
-// made by hand: the batches it tries, in order, the result, and the count.
+// made by hand: the batches it tries, in order, the result, and the count;
+// and of io/largest_batch.hpp, the search with a planner's plan at each batch.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <initializer_list>
 #include <vector>
 
+#include "memplan/cost/devices.hpp"
 #include "memplan/error.hpp"
+#include "memplan/io/largest_batch.hpp"
+#include "memplan/model/zoo.hpp"
 #include "memplan/planners/max_batch.hpp"
 
 namespace {
@@ -190,4 +194,49 @@ TEST_CASE("max_batch: bad windows are refused with the number") {
                        "max_batch: the window's percent of the best batch must be from 0 to 100, got 101",
                        invalid_argument);
   CHECK(fits.asked.empty());
+}
+
+TEST_CASE("largest_batch: plain20 with `none` in the baseline peak at batch 24: the batch, its plan, the count") {
+  const device_spec& d = find_device("titan-rtx");
+  const auto build = [&](int batch) {
+    model::options o;
+    o.batch = batch;
+    return compile(model::build("plain20", o, d));
+  };
+  const planner_entry& none = find_planner("none");
+  io::largest_batch_options o;
+  io::size_spec budget;
+  budget.bytes = build(24).baseline_peak();
+  o.budget = budget;
+  // The answer by planning every batch from 1 to 64.
+  int largest = 0;
+  for (int b = 1; b <= 64; ++b) {
+    if (io::succeeded(io::run_and_simulate(none, build(b), d, o.budget->bytes, {}, false, std::nullopt))) largest = b;
+  }
+  REQUIRE(largest >= 12);  // 23: the layout at 24 needs more than its baseline peak
+  REQUIRE(largest < 48);
+  std::vector<int> asked;
+  o.progress = [&](int batch, const io::planned&) { asked.push_back(batch); };
+  const io::largest_batch_result found = io::largest_batch(build, d, none, {}, o);
+  CHECK(found.search.batch == largest);
+  CHECK(found.search.probes == static_cast<int>(asked.size()));
+  REQUIRE(found.at_best);
+  // The plan kept is the one made at the batch reported.
+  const io::planned at = io::run_and_simulate(none, build(largest), d, o.budget->bytes, {}, false, std::nullopt);
+  CHECK(found.at_best->sim.peak_bytes == at.sim.peak_bytes);
+  CHECK(found.at_best->sim.time_us == at.sim.time_us);
+  // `none` costs no time: a max overhead of 0 changes nothing; a budget of
+  // 1 byte fits no batch, and there is no plan.
+  o.max_overhead = 0;
+  CHECK(io::largest_batch(build, d, none, {}, o).search.batch == largest);
+  budget.bytes = 1;
+  o.budget = budget;
+  o.window = batch_window::none();
+  const io::largest_batch_result nothing = io::largest_batch(build, d, none, {}, o);
+  CHECK(nothing.search.batch == 0);
+  CHECK(nothing.search.probes == 1);
+  CHECK_FALSE(nothing.at_best);
+  o.max_overhead = -1;
+  CHECK_THROWS_WITH_AS(static_cast<void>(io::largest_batch(build, d, none, {}, o)),
+                       "largest_batch: the max overhead must be 0 or more, got -1", invalid_argument);
 }
