@@ -115,7 +115,11 @@ inline const std::vector<command_spec>& commands() {
        {{"budget", "SIZE", "device memory (default: the device's)"},
         {"planners", "a,b,...", "the planners to run (default: all but the searches home and milp)"},
         {"max-overhead", "X", "only plans at most X slower than the unplanned step count (1 = half the throughput)"},
-        {"search", "batch|scale", "search the batch (default) or the width factor at --batch"}, host_memory_option,
+        {"search", "batch|scale", "search the batch (default) or the width factor at --batch"},
+        {"window", "N",
+         "after doubling and bisection, plan every batch up to max(N, 5 % of it) above the best, moving up on each "
+         "fit (default 16; 0: bisection only)"},
+        host_memory_option,
         json_option},
        extras::model | extras::planners, "memplan maxbatch --model vgg16 --device titan-rtx --planners tsplit,capuchin"},
       {"simulate", "SOURCE --plan FILE --device D [--budget SIZE] [--json] [--trace t.json] [--svg s.svg] [--ascii]",

@@ -30,6 +30,7 @@
 #include "memplan/io/dtr_log.hpp"
 #include "memplan/io/explain.hpp"
 #include "memplan/io/graph_json.hpp"
+#include "memplan/io/largest_batch.hpp"
 #include "memplan/io/plan_json.hpp"
 #include "memplan/io/planned.hpp"
 #include "memplan/io/report_json.hpp"
@@ -380,15 +381,6 @@ int cmd_compare(const arguments& args) {
   return any ? 0 : 2;
 }
 
-/// The largest batch (or, with `--search scale`, the largest integer width
-/// factor k at the given batch: TSPLIT Table V) at which `planner` makes a
-/// feasible plan within `max_overhead` (memplan::max_batch: feasibility is
-/// taken to be monotone in the batch size or the scale).
-struct batch_result {
-  int max_batch = 0;
-  std::optional<planned> at_max;
-};
-
 /// `--search batch` (the default) or `--search scale`.
 bool search_by_scale(const arguments& args) {
   const std::string what = args.get("search").value_or("batch");
@@ -397,69 +389,81 @@ bool search_by_scale(const arguments& args) {
   return what == "scale";
 }
 
-batch_result search_batch(const arguments& args, const device_spec& d, const planner_entry& planner,
-                          const planner_options& options, double max_overhead, bool progress) {
+/// `--window N`: max_batch's scan of max(N, 5 %) batches above the best; 0: none.
+batch_window read_window(const arguments& args) {
+  const auto n = static_cast<int>(args.integer("window", batch_window{}.batches, 0, 1 << 20));
+  if (n == 0) return batch_window::none();
+  batch_window w;
+  w.batches = n;
+  return w;
+}
+
+/// The largest batch (or, with `--search scale`, the largest integer width
+/// factor k at the given batch: TSPLIT Table V) at which `planner` makes a
+/// feasible plan within `--max-overhead` (io::largest_batch).
+largest_batch_result search_batch(const arguments& args, const device_spec& d, const planner_entry& planner,
+                                  const planner_options& options, largest_batch_options search) {
   model::options mo = read_model_options(args);
   const std::string model_name = args.require("model");
   const bool by_scale = search_by_scale(args);
-  const std::optional<bytes_t> host_memory = read_host_memory(args);
-  batch_result best;
-  const auto fits = [&](int batch) {
-    if (by_scale) {
-      mo.scale = batch;
-    } else {
-      mo.batch = batch;
-    }
-    const problem p = compile(model::build(model_name, mo, d));
-    const bytes_t budget = args.has("budget") ? read_budget(args, p) : d.memory_bytes;
-    planned r = run_and_simulate(planner, p, d, budget, options, false, host_memory);
-    if (progress) std::cerr << "\r" << planner.name << ": batch " << batch << (succeeded(r) ? " fits    " : " fails   ") << std::flush;
-    if (!succeeded(r) || r.sim.overhead > max_overhead) return false;
-    best.at_max = std::move(r);  // max_batch reports the last batch that fit
-    return true;
-  };
-  best.max_batch = max_batch(fits).batch;
-  if (progress) std::cerr << "\r" << std::string(40, ' ') << "\r";
+  if (isatty(STDERR_FILENO) != 0) {
+    search.progress = [&](int batch, const planned& r) {
+      std::cerr << "\r" << planner.name << ": batch " << batch << (succeeded(r) ? " fits    " : " fails   ") << std::flush;
+    };
+  }
+  largest_batch_result best = largest_batch(
+      [&](int n) {
+        if (by_scale) {
+          mo.scale = n;
+        } else {
+          mo.batch = n;
+        }
+        return compile(model::build(model_name, mo, d));
+      },
+      d, planner, options, search);
+  if (search.progress) std::cerr << "\r" << std::string(40, ' ') << "\r";
   return best;
 }
 
 int cmd_maxbatch(const arguments& args) {
   const device_spec d = load_device(args);
-  const double max_overhead = args.number("max-overhead", 1e300, 0, 1e300);
+  largest_batch_options search;
+  if (const auto budget = args.get("budget")) search.budget = parse_size(*budget);
+  search.max_overhead = args.number("max-overhead", 1e300, 0, 1e300);
+  search.host_memory = read_host_memory(args);
+  search.window = read_window(args);
   const auto names = args.list("planners", default_planner_names());
   const planner_options options = read_planner_options(args, names);
-  const bool progress = isatty(STDERR_FILENO) != 0;
-  std::vector<std::pair<std::string, batch_result>> rows;
-  for (const auto& name : names) {
-    rows.emplace_back(name, search_batch(args, d, find_planner(name), options, max_overhead, progress));
-  }
+  std::vector<std::pair<std::string, largest_batch_result>> rows;
+  for (const auto& name : names) rows.emplace_back(name, search_batch(args, d, find_planner(name), options, search));
+  const bool by_scale = search_by_scale(args);
   if (args.has("json")) {
     json j{{"model", args.require("model")}, {"device", d.name}, {"rows", json::array()}};
     for (const auto& [name, r] : rows) {
-      json row{{"planner", name}, {search_by_scale(args) ? "max_scale" : "max_batch", r.max_batch}};
-      if (r.at_max) {
-        row["time_s"] = r.at_max->sim.time_us / 1e6;
-        row["overhead"] = r.at_max->sim.overhead;
-        row["peak_bytes"] = r.at_max->sim.peak_bytes;
-        row["offloaded_state_bytes"] = r.at_max->sim.offloaded_state_bytes;
-        row["host_bytes"] = r.at_max->host_bytes;
+      json row{{"planner", name}, {by_scale ? "max_scale" : "max_batch", r.search.batch}, {"probes", r.search.probes}};
+      if (r.at_best) {
+        row["time_s"] = r.at_best->sim.time_us / 1e6;
+        row["overhead"] = r.at_best->sim.overhead;
+        row["peak_bytes"] = r.at_best->sim.peak_bytes;
+        row["offloaded_state_bytes"] = r.at_best->sim.offloaded_state_bytes;
+        row["host_bytes"] = r.at_best->host_bytes;
       }
       j["rows"].push_back(row);
     }
     std::cout << j.dump(2) << "\n";
   } else {
-    const bool by_scale = search_by_scale(args);
     std::cout << args.require("model") << " on " << d.name
               << (by_scale ? ": largest scale per planner\n" : ": largest batch per planner\n");
     std::vector<std::vector<std::string>> cells;
     for (const auto& [name, r] : rows) {
-      cells.push_back({name, std::to_string(r.max_batch), r.at_max ? format_bytes(r.at_max->sim.peak_bytes) : "-",
-                       r.at_max ? fixed(100 * r.at_max->sim.overhead, 1) + " %" : "-",
-                       r.at_max ? format_bytes(r.at_max->host_bytes) : "-",
-                       r.at_max ? format_bytes(r.at_max->sim.offloaded_state_bytes) : "-"});
+      const auto& at = r.at_best;
+      cells.push_back({name, std::to_string(r.search.batch), std::to_string(r.search.probes),
+                       at ? format_bytes(at->sim.peak_bytes) : "-", at ? fixed(100 * at->sim.overhead, 1) + " %" : "-",
+                       at ? format_bytes(at->host_bytes) : "-", at ? format_bytes(at->sim.offloaded_state_bytes) : "-"});
     }
     print_table(std::cout,
-                {"planner", by_scale ? "max scale" : "max batch", "peak", "overhead", "host memory", "offloaded state"},
+                {"planner", by_scale ? "max scale" : "max batch", "probes", "peak", "overhead", "host memory",
+                 "offloaded state"},
                 cells);
   }
   return 0;
