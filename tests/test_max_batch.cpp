@@ -39,10 +39,10 @@ struct fits_in_islands {
   }
 };
 
-/// `from`, `from` + 1, ..., `to`.
-std::vector<int> run(int from, int to) {
+/// `from`, `from` - 1, ..., `to`: a window scanned from its top.
+std::vector<int> down(int from, int to) {
   std::vector<int> v;
-  for (int b = from; b <= to; ++b) v.push_back(b);
+  for (int b = from; b >= to; --b) v.push_back(b);
   return v;
 }
 
@@ -66,15 +66,15 @@ TEST_CASE("max_batch without a window: fits iff B <= 37 gives 37 after 12 calls"
 }
 
 TEST_CASE("max_batch: fits iff B <= 37 gives 37 after 25 calls, the window above it checked") {
-  // The 12 calls above, then W(37) = max(16, ceil(5 % of 37)) = 16: 38 to
-  // 53, less 38, 40 and 48, which the bisection saw fail: 13 calls.
+  // The 12 calls above, then W(37) = max(16, ceil(5 % of 37)) = 16: 53 down
+  // to 38, less 48, 40 and 38, which the bisection saw fail: 13 calls.
   fits_up_to fits{37, {}};
   const batch_search found = max_batch(fits);
   CHECK(found.batch == 37);
   CHECK(found.bisected == 37);
   CHECK(found.probes == 25);
   CHECK(fits.asked == std::vector<int>{1, 2, 4, 8, 16, 32, 64, 48, 40, 36, 38, 37,  // bisection
-                                       39, 41, 42, 43, 44, 45, 46, 47, 49, 50, 51, 52, 53});
+                                       53, 52, 51, 50, 49, 47, 46, 45, 44, 43, 42, 41, 39});
 }
 
 TEST_CASE("max_batch: the last call that fits is the batch reported") {
@@ -118,11 +118,11 @@ TEST_CASE("max_batch: batch 1 failing gives 0; the limit is never passed") {
   const batch_search zero = max_batch(none, 1 << 20, batch_window::none());
   CHECK(zero.batch == 0);
   CHECK(zero.probes == 1);
-  // With the window: 1 fails, then 2 to 16 fail too.
+  // With the window: 1 fails, then 16 down to 2 fail too.
   fits_up_to none_scanned{0, {}};
   const batch_search zero_scanned = max_batch(none_scanned);
   CHECK(zero_scanned.batch == 0);
-  CHECK(none_scanned.asked == run(1, 16));
+  CHECK(none_scanned.asked == join({{1}, down(16, 2)}));
   // Everything fits: the doubling stops below the limit (1, 2, 4, ..., 64;
   // 128 would pass 100) and bisects (64, 101): 82, 91, 96, 98, 99, 100; no
   // window above the limit.
@@ -132,11 +132,11 @@ TEST_CASE("max_batch: batch 1 failing gives 0; the limit is never passed") {
   CHECK(all.asked == std::vector<int>{1, 2, 4, 8, 16, 32, 64, 82, 91, 96, 98, 99, 100});
   CHECK(capped.probes == 13);
   // The window stops at the limit: the doubling passes 45 after 32, the
-  // bisection of (32, 46) asks 39, 35, 37, 38; the scan 40 to 45.
+  // bisection of (32, 46) asks 39, 35, 37, 38; the scan 45 down to 40.
   fits_up_to under{37, {}};
   const batch_search near_limit = max_batch(under, 45);
   CHECK(near_limit.batch == 37);
-  CHECK(under.asked == std::vector<int>{1, 2, 4, 8, 16, 32, 39, 35, 37, 38, 40, 41, 42, 43, 44, 45});
+  CHECK(under.asked == std::vector<int>{1, 2, 4, 8, 16, 32, 39, 35, 37, 38, 45, 44, 43, 42, 41, 40});
   CHECK_THROWS_AS(static_cast<void>(max_batch(all, 0)), invalid_argument);
 }
 
@@ -156,19 +156,18 @@ TEST_CASE("max_batch: where feasibility is not monotone, the window finds the la
     const batch_search found = max_batch(fits, 1 << 20, batch_window{9, 0});
     CHECK(found.batch == 10);
     CHECK(found.probes == 14);
-    CHECK(fits.asked == join({bisection, {13, 14, 15, 17, 18, 19}}));
+    CHECK(fits.asked == join({bisection, {19, 18, 17, 15, 14, 13}}));
     CHECK(fits.last_true == 10);
   }
-  SUBCASE("the default window (16 batches here): 20 is in reach of 10, 33 of 30") {
-    // From 10: 13..19 fail (11, 12, 16 known), 20 fits; each of 21..30
-    // fits and moves the window; 31, 32 fail, 33 fits; 34..49 fail.
-    // Cost: 33 - 10 + W(33) = 39 batches, less 3 known: 36 calls, 44 in all.
+  SUBCASE("the default window (16 batches here): 26 is in reach of 10, 33 of 26") {
+    // From 10 the window's top, 26, fits; from 26, 42 down to 34 fail and
+    // 33 fits; from 33, 49 down to 43 fail (42..34 known). 8 + 1 + 10 + 7.
     fits_in_islands fits;
     const batch_search found = max_batch(fits);
     CHECK(found.batch == 33);
     CHECK(found.bisected == 10);
-    CHECK(found.probes == 44);
-    CHECK(fits.asked == join({bisection, {13, 14, 15, 17, 18, 19}, run(20, 33), run(34, 49)}));
+    CHECK(found.probes == 26);
+    CHECK(fits.asked == join({bisection, {26}, down(42, 33), down(49, 43)}));
     CHECK(fits.last_true == 33);
   }
   SUBCASE("a window of 2 batches reaches 20 from nowhere: 10; of 10 batches: 33") {
@@ -178,7 +177,10 @@ TEST_CASE("max_batch: where feasibility is not monotone, the window finds the la
     fits_in_islands ten;
     const batch_search found = max_batch(ten, 1 << 20, batch_window{10, 0});
     CHECK(found.batch == 33);
-    CHECK(found.probes == 38);  // 8 + 6 + 11 + 3 + 34..43
+    // From 10: 20 fits; from 20: 30; from 30: 40 down to 34 fail, 33 fits;
+    // from 33: 43 down to 41 fail (40..34 known).
+    CHECK(found.probes == 21);
+    CHECK(ten.asked == join({bisection, {20, 30}, down(40, 33), down(43, 41)}));
     CHECK(ten.last_true == 33);
   }
 }

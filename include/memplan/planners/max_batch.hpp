@@ -43,27 +43,27 @@ struct batch_window {
 /// The largest batch in [1, `limit`] for which `fits(batch)` is true that
 /// the search reaches: doubling from 1 until a batch fails (or passes
 /// `limit`), bisection between the last batch that fit and the first that
-/// failed, then a scan of the window above the best batch B: every batch
-/// in (B, B + W(B)] (`batch_window`) in increasing order; the first that
-/// fits becomes B and a fresh window above it is scanned; the search stops
+/// failed, then a scan of the window above the best batch B: the batches
+/// of (B, B + W(B)] (`batch_window`) from the top down; the first that
+/// fits becomes B and the window above it is scanned; the search stops
 /// when a whole window fails or `limit` is reached.
 ///
 /// Feasibility need not be monotone in the batch (a greedy planner's is
 /// not): the batch reported fits, and every batch in the window above it
 /// fails. The last call that returned true was for the batch reported
-/// (the scan asks for larger batches only, and a success moves B there),
-/// so a `fits` that keeps what it made on success holds the reported
-/// batch's result.
+/// (after a success only larger batches are asked), so a `fits` that keeps
+/// what it made on success holds the reported batch's result.
 ///
 /// Cost: doubling and bisection take 2 floor(log2 B0) + 2 calls for a
 /// bisection result B0 >= 1 (B0 = 37: 1, 2, 4, ..., 64, then 48, 40, 36,
 /// 38, 37: 12 calls; fewer where the doubling passes `limit`; one when
-/// batch 1 fails, B0 = 0). The scan asks every batch in (B0, min(B +
-/// W(B), limit)] once, B the result, except those the bisection already
-/// saw fail: B - B0 + W(B) calls at most. For monotone feasibility B = B0
-/// and the scan costs W(B0) minus the bisection's failures in the window
-/// (B0 = 37, default window: 38 to 53 less 38, 40, 48, 13 calls; 25 in
-/// all); at B0 = 1,700 it is about 85.
+/// batch 1 fails, B0 = 0). The scan asks no batch twice and none the
+/// bisection saw fail: the last window costs W(B) calls less those known
+/// failures, and each move up one call per failing batch above the one
+/// that fits (one call where the top of the window fits). For monotone
+/// feasibility B = B0 and the scan costs W(B0) less the bisection's
+/// failures in the window (B0 = 37, default window: 53 down to 39 less 48
+/// and 40, 13 calls; 25 in all); at B0 = 1,700 about 85.
 ///
 /// @param fits    called with batches from 1 to `limit`, one at a time
 /// @param limit   the largest batch tried
@@ -100,14 +100,18 @@ template <class Fits>
     (probe(mid) ? lo : hi) = mid;
   }
   found.bisected = lo;
-  // The window scan: `top` is the last batch of the window above `lo`.
-  int top = static_cast<int>(std::min<std::int64_t>(limit, lo + window.size_above(lo)));
-  for (int batch = lo + 1; batch <= top; ++batch) {
-    if (std::ranges::find(failed, batch) != failed.end()) continue;
-    ++found.probes;
-    if (!static_cast<bool>(fits(batch))) continue;
-    lo = batch;
-    top = static_cast<int>(std::min<std::int64_t>(limit, lo + window.size_above(lo)));
+  // The window scan, each window from its top down: the first batch that
+  // fits is the new best and the window above it is scanned next.
+  for (bool moved = true; moved;) {
+    moved = false;
+    const int top = static_cast<int>(std::min<std::int64_t>(limit, lo + window.size_above(lo)));
+    for (int batch = top; batch > lo && !moved; --batch) {
+      if (std::ranges::find(failed, batch) != failed.end()) continue;
+      if (probe(batch)) {
+        lo = batch;
+        moved = true;
+      }
+    }
   }
   found.batch = lo;
   return found;
