@@ -22,7 +22,8 @@
 /// its prefetch); where the simulated
 /// plan still exceeds the budget (recomputations and copies in flight hold
 /// memory the count misses) the count is repeated for a budget lowered by
-/// the excess, at most `max_tries` times.
+/// 1, 2, 4, ... times the excess, and last for none (every candidate
+/// evicted), at most `max_tries` times in all.
 
 #include <algorithm>
 #include <array>
@@ -49,12 +50,14 @@ struct superneurons_planner {
     bytes_t target = budget;
     for (int attempt = 0; attempt < max_tries; ++attempt) {
       plan pl = emit(p, dev, budget, evictions(p, target));
-      const bool again = !pl.feasible && pl.kind == failure_kind::out_of_memory && pl.best_peak > budget &&
-                         pl.best_peak - budget < target;
-      const bytes_t excess = pl.best_peak - budget;
+      const bool again = !pl.feasible && pl.kind == failure_kind::out_of_memory && pl.best_peak > budget && target > 0;
+      // The count misses what recomputations and copies in flight hold at
+      // one step, not everywhere: lower the target by 1, 2, 4, ... times the
+      // excess; the last try evicts everything it can (target 0).
+      const bytes_t lower = (pl.best_peak - budget) << attempt;
       if (attempt == 0 || pl.feasible || pl.best_peak < best.best_peak) best = std::move(pl);
       if (!again) break;
-      target -= excess;
+      target = attempt + 2 == max_tries || lower >= target ? 0 : target - lower;
     }
     return best;
   }
