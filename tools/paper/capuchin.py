@@ -11,7 +11,7 @@ def models(quick):
     return list(figures.CAPUCHIN_TABLE2)[: 1 if quick else None]
 
 
-@table("capuchin-table2", minutes=2)
+@table("capuchin-table2", minutes=15)
 def table2(mp, quick):
     """Capuchin Table 2: the largest batch on the P100 (16 GiB), and at <= 100 % overhead."""
     ms = models(quick)
