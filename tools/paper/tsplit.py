@@ -54,7 +54,7 @@ def table5(mp, quick):
             "The paper's claim, TSPLIT's width the largest: " + fmt.claim("holds", first, ms) + "."]
 
 
-@table("tsplit-table5-host", minutes=10)
+@table("tsplit-table5-host", minutes=13)
 def table5_host(mp, quick):
     """TSPLIT Table V with 128 GiB of host memory (`--host-memory`): a plan that needs more does not fit."""
     rows = []
