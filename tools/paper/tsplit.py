@@ -79,7 +79,7 @@ def ratio(a, b):
     return f"{a / b:.2f}x" if b else "∞"
 
 
-@table("tsplit-fig14a", minutes=4)
+@table("tsplit-fig14a", minutes=40)
 def fig14a(mp, quick):
     """TSPLIT Fig. 14a: the largest batch within 67 % and 100 % overhead (60 % and 50 % of the base throughput)."""
     rows, order = [], []
