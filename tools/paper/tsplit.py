@@ -32,7 +32,7 @@ def table4(mp, quick):
             + ". Split itself (`tsplit` above `tsplit-nosplit`): " + fmt.claim("ahead", split, ms) + "."]
 
 
-@table("tsplit-table5", minutes=20)
+@table("tsplit-table5", minutes=11)
 def table5(mp, quick):
     """TSPLIT Table V: the largest width factor at batch 16 on titan-rtx, with the state tsplit keeps in host memory."""
     ms = models(quick)
