@@ -38,7 +38,7 @@ def table2(mp, quick):
         cap = mp.rows("compare", "--model", m, *DEVICE, "--batch", b, "--budget", "11GiB",
                       "--planners", "capuchin")["capuchin"]
         unseeded, unseeded_plan, _ = home_at(mp, m, b)
-        with_seeds, seeded_plan, swarm = home_at(mp, m, b, "--seed-with", SEEDS)
+        _, seeded_plan, swarm = home_at(mp, m, b, "--seed-with", SEEDS)
         rows.append([m, f"{found['none']['max_batch']:,}", f"{b:,}", batches.cell(seeded),
                      f"{cap['time_s'] * 1e3:,.0f} ms", unseeded_plan, seeded_plan, swarm, figures.HOME_TABLE2[m]])
         if unseeded["feasible"] and unseeded["time_s"] <= cap["time_s"]:
