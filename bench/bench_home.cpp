@@ -7,57 +7,29 @@
 //   build/bench/bench_home --benchmark_filter=search
 #include <benchmark/benchmark.h>
 
-#include <array>
 #include <cstdint>
+#include <cstdlib>
+#include <fstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
-#include "memplan/cost/devices.hpp"
-#include "memplan/model/zoo.hpp"
 #include "memplan/planners/home.hpp"
-#include "memplan/problem.hpp"
+#include "memplan/testing/home_golden.hpp"
 
 namespace {
 
 using namespace memplan;
 
-/// HOME's models at the largest batch `capuchin` plans within 11 GiB
-/// (`memplan maxbatch --model M --cifar --device rtx-2080ti --planners
-/// capuchin`), HOME Table 2's setting. HOME does not give ResNet's depth;
-/// we use ResNet-50.
-struct workload {
-  const char* model;
-  int batch;
-};
-constexpr std::array<workload, 6> workloads{{{"mobilenet", 14755},
-                                             {"plain20", 56530},
-                                             {"squeezenet", 15011},
-                                             {"vgg16", 14868},
-                                             {"resnet50", 2687},
-                                             {"inception_v3", 699}}};
-
-struct instance {
-  problem p;
-  device_spec dev = find_device("rtx-2080ti");
-  bytes_t budget = dev.memory_bytes;
-};
-
-instance load(const workload& w) {
-  instance in;
-  model::options o;
-  o.batch = w.batch;
-  o.cifar = true;
-  in.p = compile(model::build(w.model, o, in.dev));
-  return in;
-}
+using testing::home_table3;
 
 // One evaluation of a random placement: emit its plan, simulate it.
 void bm_evaluate(benchmark::State& state) {
-  const workload& w = workloads[static_cast<std::size_t>(state.range(0))];
+  const testing::home_workload& w = home_table3[static_cast<std::size_t>(state.range(0))];
   state.SetLabel(std::string(w.model) + " b" + std::to_string(w.batch));
-  const instance in = load(w);
+  const testing::home_instance in = testing::load(w);
   const detail::home::feature_maps fm(in.p);
-  detail::home::evaluator evaluate(in.p, in.dev, fm, in.budget, 0);
+  detail::home::evaluator evaluate(in.p, in.dev, fm, in.budget);
   std::vector<std::vector<detail::home::placement>> xs(64, std::vector<detail::home::placement>(fm.size()));
   std::uint64_t rng = 1;
   for (auto& x : xs) {
@@ -72,18 +44,30 @@ void bm_evaluate(benchmark::State& state) {
 }
 BENCHMARK(bm_evaluate)->DenseRange(0, 5)->Unit(benchmark::kMicrosecond);
 
-// The full search, 500 x 500, threads = every core; CPU is the whole
-// process's (both threads), wall time is what a user waits.
+// The full search, 500 x 500, seed 1, threads = every core; CPU is the
+// whole process's (both threads), wall time is what a user waits. The
+// result must be the golden one (tests/data/home_golden/, issue 29); with
+// MEMPLAN_HOME_GOLDEN=write in the environment it is recorded there instead.
 void bm_search(benchmark::State& state) {
-  const workload& w = workloads[static_cast<std::size_t>(state.range(0))];
+  const testing::home_workload& w = home_table3[static_cast<std::size_t>(state.range(0))];
   state.SetLabel(std::string(w.model) + " b" + std::to_string(w.batch));
-  const instance in = load(w);
+  const testing::home_instance in = testing::load(w);
   const detail::home::feature_maps fm(in.p);
   detail::home::search_result r;
-  for (auto _ : state) r = detail::home::search(in.p, in.dev, in.budget, fm, {}, planner_options{}, {});
+  for (auto _ : state) r = testing::golden_search(in, 0);
+  const nlohmann::json result = testing::to_golden(w, r);
+  const std::string path = testing::golden_path(MEMPLAN_SOURCE_DIR, w);
+  const char* mode = std::getenv("MEMPLAN_HOME_GOLDEN");
+  if (mode != nullptr && std::string_view(mode) == "write") {
+    std::ofstream(path) << result.dump(1) << "\n";
+  } else if (const std::string diff = testing::golden_difference(testing::read_golden(path), result); !diff.empty()) {
+    state.SkipWithError(("not the golden result: " + diff).c_str());
+  }
   state.counters["feature_maps"] = static_cast<double>(fm.size());
   state.counters["evaluations"] = static_cast<double>(r.evaluations);
   state.counters["simulations"] = static_cast<double>(r.simulations);
+  state.counters["bound_hits"] = static_cast<double>(r.bound_hits);
+  state.counters["fixed_point"] = r.fixed_point;
   state.counters["best_ms"] = r.best_fitness.time_us / 1e3;
   state.counters["excess_MiB"] = static_cast<double>(r.best_fitness.excess_bytes) / (1 << 20);
   state.counters["baseline_ms"] = in.p.baseline_time_us() / 1e3;

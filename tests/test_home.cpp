@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "memplan/cost/devices.hpp"
@@ -16,6 +18,7 @@
 #include "memplan/planners/registry.hpp"
 #include "memplan/sim/simulator.hpp"
 #include "memplan/sim/validator.hpp"
+#include "memplan/testing/home_golden.hpp"
 #include "sim_fixtures.hpp"
 
 namespace {
@@ -78,7 +81,7 @@ TEST_CASE("feature maps of three layers: x, a1, a2, a3; x cannot be recomputed")
 TEST_CASE("three layers under 600 B: swapping x hides its copies, 700 µs; home finds it") {
   const problem p = three_layers();
   const detail::home::feature_maps fm(p);
-  detail::home::evaluator evaluate(p, dev, fm, 600, 0);
+  detail::home::evaluator evaluate(p, dev, fm, 600);
   // Keeping everything needs 700 B at b3 and b2: 100 B over.
   CHECK(evaluate(std::vector<placement>(4, placement::retain)) == fitness{100, 700});
   // Swap x: out [0,100] beside f2; in, triggered by the end of b2, [500,600]
@@ -107,7 +110,7 @@ TEST_CASE("on three layers home finds the optimum of all 54 placements at every 
   const detail::home::feature_maps fm(p);
   for (const bytes_t budget : {700, 600, 500, 400, 300}) {
     CAPTURE(budget);
-    detail::home::evaluator evaluate(p, dev, fm, budget, 0);
+    detail::home::evaluator evaluate(p, dev, fm, budget);
     fitness best{std::numeric_limits<bytes_t>::max(), 0};
     for (const auto& x : all_placements(fm)) best = std::min(best, evaluate(x));
     const auto r = detail::home::search(p, dev, budget, fm, {30, 20}, planner_options{}, {});
@@ -122,7 +125,7 @@ TEST_CASE("Algo 3's update equals its literal transcription, with fewer evaluati
   const problem p = zoo("vgg16", 64);
   const detail::home::feature_maps fm(p);
   const bytes_t budget = p.baseline_peak() / 2;
-  detail::home::evaluator evaluate(p, find_device("rtx-2080ti"), fm, budget, 0);
+  detail::home::evaluator evaluate(p, find_device("rtx-2080ti"), fm, budget);
   std::uint64_t rng = 7;
   const auto random = [&] {
     std::vector<placement> x(fm.size());
@@ -164,7 +167,7 @@ TEST_CASE("a time limit stops Algo 3's update between tensors, at a placement of
   // returned is that placement's.
   const problem p = zoo("vgg16", 64);
   const detail::home::feature_maps fm(p);
-  detail::home::evaluator evaluate(p, find_device("rtx-2080ti"), fm, p.baseline_peak() / 2, 0);
+  detail::home::evaluator evaluate(p, find_device("rtx-2080ti"), fm, p.baseline_peak() / 2);
   REQUIRE(fm.size() > 3);
   const std::vector<placement> p1(fm.size(), placement{0});
   std::vector<placement> p2(fm.size());
@@ -191,8 +194,12 @@ TEST_CASE("remembered evaluations equal full simulations of the emitted plan") {
   const device_spec gpu = find_device("rtx-2080ti");
   const detail::home::feature_maps fm(p);
   const bytes_t budget = p.baseline_peak() * 6 / 10;
-  detail::home::evaluator remembering(p, gpu, fm, budget, 1 << 12);  // a small table: collisions evict
-  detail::home::evaluator plain(p, gpu, fm, budget, 0);
+  detail::home::placement_memo memo(fm.size());
+  detail::home::evaluator remembering(p, gpu, fm, budget, &memo);
+  // 229 feature maps: 8 words a key, 104 bytes an entry; 19 fit in 2,000 B.
+  detail::home::placement_memo small(fm.size(), 2000);  // it empties and starts again
+  detail::home::evaluator forgetting(p, gpu, fm, budget, &small);
+  detail::home::evaluator plain(p, gpu, fm, budget);
   std::uint64_t rng = 3;
   std::vector<std::vector<placement>> xs(40, std::vector<placement>(fm.size()));
   for (auto& x : xs) {
@@ -205,14 +212,83 @@ TEST_CASE("remembered evaluations equal full simulations of the emitted plan") {
     for (const auto& x : xs) {
       const fitness f = remembering(x);
       CHECK(f == plain(x));
+      CHECK(f == forgetting(x));
       const report full = sim.run(p, detail::home::emit(p, fm, x, budget).take(), gpu, budget);
       if (full.feasible) CHECK(f == fitness{0, full.time_us});
       if (!full.feasible) CHECK(f.excess_bytes > 0);
     }
   }
+  REQUIRE(fm.size() == 229);
   CHECK(remembering.evaluations() == 120);
-  CHECK(remembering.simulations() < 120);
+  CHECK(remembering.simulations() == 40);  // the 40 placements differ; each is simulated once
+  CHECK(memo.size() == 40);
+  // 19 entries: it empties before every 20th new placement, so a placement
+  // is gone when it comes again 40 evaluations later; 120 = 6 x 19 + 6.
+  CHECK(forgetting.simulations() == 120);
+  CHECK(small.size() == 6);
   CHECK(plain.simulations() == 120);
+}
+
+TEST_CASE("the residency bound on three layers: proofs worked by hand, each one a plan that does not fit") {
+  const problem p = three_layers();
+  const detail::home::feature_maps fm(p);
+  detail::home::residency_bound bound(p, fm);
+  // Live bytes per step (f1 f2 f3 b3 b2 b1 b0): 300 500 600 700 700 500 300.
+  // Evicted after the forward pass is done: x from f2, a1 from f3, a2 and
+  // a3 from b3, until their last reads (b0, b1, b2, b3). At 600 B keeping
+  // x, a1 and a2 is proven over (b2: 700), whatever a3 does: 3 placements;
+  // at 500 B, keeping a1 and a2 (b2: at least 600) or x and a1 (f3: 600):
+  // 6 + 9 - 3 = 12.
+  const std::vector<std::pair<bytes_t, int>> proofs{{700, 0}, {600, 3}, {500, 12}};
+  for (const auto& [budget, expected] : proofs) {
+    CAPTURE(budget);
+    int proven = 0;
+    for (const auto& x : all_placements(fm)) {
+      if (!bound.exceeds(x, budget)) continue;
+      ++proven;
+      CHECK_FALSE(simulate(p, detail::home::emit(p, fm, x, budget).take(), dev, budget).feasible);
+    }
+    CHECK(proven == expected);
+  }
+}
+
+TEST_CASE("the residency bound proves only plans that do not fit (resnet50, random placements)") {
+  const problem p = zoo("resnet50", 16);
+  const device_spec gpu = find_device("rtx-2080ti");
+  const detail::home::feature_maps fm(p);
+  detail::home::residency_bound bound(p, fm);
+  std::uint64_t rng = 5;
+  int proven = 0;
+  for (int k = 0; k < 60; ++k) {
+    std::vector<placement> x(fm.size());
+    for (std::size_t j = 0; j < fm.size(); ++j) {
+      // Mostly retained, so that many placements are near the budget.
+      x[j] = detail::home::splitmix64(rng) % 4 != 0
+                 ? placement::retain
+                 : static_cast<placement>(1 + detail::home::splitmix64(rng) % static_cast<std::uint64_t>(fm.choices(j) - 1));
+    }
+    const bytes_t budget = p.baseline_peak() * (50 + k % 40) / 100;
+    if (!bound.exceeds(x, budget)) continue;
+    ++proven;
+    CHECK_FALSE(simulate(p, detail::home::emit(p, fm, x, budget).take(), gpu, budget).feasible);
+  }
+  CHECK(proven > 10);
+}
+
+TEST_CASE("golden results: vgg16's 500 x 500 search is HOME's literal one, on 1 and 2 threads") {
+  const testing::home_workload& w = testing::home_table3[3];
+  REQUIRE(std::string_view(w.model) == "vgg16");
+  const testing::home_instance in = testing::load(w);
+  const nlohmann::json golden = testing::read_golden(testing::golden_path(MEMPLAN_SOURCE_DIR, w));
+  for (const int threads : {1, 2}) {
+    CAPTURE(threads);
+    const detail::home::search_result r = testing::golden_search(in, threads);
+    CHECK(testing::golden_difference(golden, testing::to_golden(w, r)) == "");
+    // The swarm stops where an iteration ends as it started, long before 500.
+    CHECK(r.fixed_point > 0);
+    CHECK(r.fixed_point < 30);
+    CHECK(r.history.size() == 500);
+  }
 }
 
 TEST_CASE("same seed, same plan on 1 and 2 threads; plans pass the validator") {
@@ -258,7 +334,7 @@ TEST_CASE("seeded with superneurons, home is never slower than superneurons") {
   CHECK(validate(p, home, gpu, budget).ok);
   // The seed's own placement, translated by home, is a particle of the first iteration.
   const detail::home::feature_maps fm(p);
-  detail::home::evaluator evaluate(p, gpu, fm, budget, 0);
+  detail::home::evaluator evaluate(p, gpu, fm, budget);
   CHECK(home.history.front().time_us <= evaluate(fm.placement_of(sn)).time_us);
 }
 
@@ -274,7 +350,7 @@ TEST_CASE("seeded, home returns a seed's own plan that the swarm did not beat") 
   // (measured: 66,844 µs against 46,704 µs; no in-triggers, chains
   // recomputed whole).
   const detail::home::feature_maps fm(p);
-  detail::home::evaluator evaluate(p, gpu, fm, budget, 0);
+  detail::home::evaluator evaluate(p, gpu, fm, budget);
   const fitness as_placement = evaluate(fm.placement_of(cap));
   MESSAGE("capuchin ", cap_time, " us, as a placement ", as_placement.time_us, " us");
   CHECK(as_placement.excess_bytes == 0);

@@ -49,7 +49,33 @@ struct search_result {
   std::vector<search_point> history;   ///< the best-ever fitness after each iteration
   std::int64_t evaluations = 0;        ///< placements evaluated (Algo 3's evaluate calls that were not skipped)
   std::int64_t simulations = 0;        ///< of those, the ones simulated (not remembered)
+  std::int64_t bound_hits = 0;         ///< of those, the ones the residency bound proved not to fit
   int iterations_done = 0;
+  int fixed_point = 0;                 ///< the iteration that ended where it started (0: none); the search stopped there
+};
+
+/// What an iteration of Algo 1 starts from, apart from the best-ever
+/// particle (which the iteration's lines 6-12 derive from it): positions,
+/// historical bests and their fitnesses. An iteration that ends in the
+/// state it started from is a fixed point of the search (issue 29: the
+/// swarm reaches one by iteration 7-14 on HOME's models), so the search
+/// stops there, exactly as if it ran on. Compared in full, not by hash.
+struct swarm_state {
+  std::vector<placement> x, pbest;
+  std::vector<fitness> fx, pbest_fx;
+
+  void assign(std::span<const placement> x_now, std::span<const fitness> fx_now, std::span<const placement> pbest_now,
+              std::span<const fitness> pbest_fx_now) {
+    x.assign(x_now.begin(), x_now.end());
+    fx.assign(fx_now.begin(), fx_now.end());
+    pbest.assign(pbest_now.begin(), pbest_now.end());
+    pbest_fx.assign(pbest_fx_now.begin(), pbest_fx_now.end());
+  }
+  [[nodiscard]] bool equals(std::span<const placement> x_now, std::span<const fitness> fx_now,
+                            std::span<const placement> pbest_now, std::span<const fitness> pbest_fx_now) const {
+    return std::ranges::equal(x, x_now) && std::ranges::equal(fx, fx_now) && std::ranges::equal(pbest, pbest_now) &&
+           std::ranges::equal(pbest_fx, pbest_fx_now);
+  }
 };
 
 /// splitmix64 (Steele et al. 2014): a particle's own random stream, so that
@@ -117,8 +143,9 @@ template <class Evaluate, class Stop>
   const std::size_t n = fm.size();
   const auto m = static_cast<std::size_t>(settings.particles);
   const std::size_t threads = thread_count(o.threads);
+  placement_memo memo(n);
   std::vector<evaluator> evaluators;
-  for (std::size_t w = 0; w < std::min(threads, m); ++w) evaluators.emplace_back(p, dev, fm, budget);
+  for (std::size_t w = 0; w < std::min(threads, m); ++w) evaluators.emplace_back(p, dev, fm, budget, &memo);
 
   std::vector<placement> x(m * n);
   std::vector<fitness> fx(m);
@@ -143,7 +170,9 @@ template <class Evaluate, class Stop>
   std::vector<fitness> pbest_fx = fx;
   std::vector<placement> last_best(n);
   r.best_fitness = {std::numeric_limits<bytes_t>::max(), 0};
+  swarm_state before;  // the state the iteration started from
   for (int it = 1; it <= settings.iterations; ++it) {
+    before.assign(x, fx, pbest, pbest_fx);
     // Lines 6-12: every particle's fitness is known (from its update), so
     // this records the best-ever, the historical bests and the last
     // iteration's best, lowest particle index first on ties.
@@ -175,10 +204,24 @@ template <class Evaluate, class Stop>
     parallel_for(threads, m, [&](std::size_t w, std::size_t i) {
       fx[i] = update_particle(particle(x, i), fx[i], last_best, particle(pbest, i), evaluators[w], out_of_time);
     });
+    // A fixed point (the update was whole: the time limit did not cut it
+    // short): every later iteration would start from this state again,
+    // evaluate the same placements and record the same best.
+    if (!out_of_time() && before.equals(x, fx, pbest, pbest_fx)) {
+      if (o.progress) {
+        o.progress(concat("home: the swarm is back where iteration ", it, " started; iterations ", it + 1, "-",
+                          settings.iterations, " would repeat it"));
+      }
+      r.history.resize(static_cast<std::size_t>(settings.iterations), r.history.back());
+      r.iterations_done = settings.iterations;
+      r.fixed_point = it;
+      break;
+    }
   }
   for (const evaluator& e : evaluators) {
     r.evaluations += e.evaluations();
     r.simulations += e.simulations();
+    r.bound_hits += e.bound_hits();
   }
   return r;
 }

@@ -357,13 +357,14 @@ class simulator {
       seen = c;
     }
     /// c comes after action b: after what b comes after, and b.
+    /// Constant indices only: c stays in registers (an element written at
+    /// a computed index and the clock then read whole stalls the store buffer).
     [[gnu::always_inline]] void join(clock& c, index_t b) const {
       const clock& seen = s.clocks_[static_cast<std::size_t>(b)];
-      c[0] = std::max(c[0], seen[0]);
-      c[1] = std::max(c[1], seen[1]);
-      c[2] = std::max(c[2], seen[2]);
-      index_t& own = c[static_cast<std::size_t>(seen[stream_count])];
-      own = std::max(own, b);
+      const index_t own = seen[stream_count];
+      for (std::size_t k = 0; k < stream_count; ++k) {
+        c[k] = std::max({c[k], seen[k], static_cast<index_t>(k) == own ? b : no_index});
+      }
     }
     /// Action m is guaranteed to have ended before the action being read starts.
     [[nodiscard]] [[gnu::always_inline]] bool ordered(index_t m) const {

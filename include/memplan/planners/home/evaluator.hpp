@@ -8,10 +8,9 @@
 /// the simulator judges the plan in place of HOME's Algo 2.
 
 #include <algorithm>
-#include <bit>
 #include <cstddef>
 #include <cstdint>
-#include <limits>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -19,13 +18,12 @@
 #include "memplan/cost/device.hpp"
 #include "memplan/plan.hpp"
 #include "memplan/planners/baselines/common.hpp"
+#include "memplan/planners/home/fitness.hpp"
+#include "memplan/planners/home/memo.hpp"
 #include "memplan/problem.hpp"
 #include "memplan/sim/simulator.hpp"
 
 namespace memplan::detail::home {
-
-/// HOME §3.3's numbering of the actions a feature map may take.
-enum class placement : std::uint8_t { retain = 0, swap = 1, recompute = 2 };
 
 /// The dimensions of a particle: the feature maps, i.e. the outputs of the
 /// forward layers and the input batch (HOME §3.3: "each layer of the DNN
@@ -100,74 +98,93 @@ struct feature_maps {
   }, /*release_chain_sources=*/true);
 }
 
-/// splitmix64's finaliser (Steele et al. 2014): every output bit depends
-/// on every input bit. It keys the evaluator's table, whose slot index
-/// must depend on every feature map, or placements that differ elsewhere
-/// collide and are simulated again.
-[[nodiscard]] inline std::uint64_t mix64(std::uint64_t z) noexcept {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
+/// A timing-free proof that a placement does not fit (issue 29): while
+/// the op of step s runs, every tensor live at s by DESIGN.md §4's rule is
+/// on the device but the evicted feature maps after the forward pass is
+/// done with them — the plan frees or swaps out nothing else, and an
+/// evicted map stays until its last forward reader has run. None of them
+/// can be freed before the op starts (it or a later op holds each), so if
+/// their bytes exceed the budget at some step, the op can never start and
+/// the simulation under the budget would fail.
+class residency_bound {
+ public:
+  residency_bound(const problem& p, const feature_maps& fm) : live_(p.baseline_memory()) {
+    const baselines::forward_backward_uses uses(p);
+    for (std::size_t j = 0; j < fm.size(); ++j) {
+      const index_t t = fm.tensor[j];
+      evicted_from_.push_back(uses.forward_done(p, t) + 1);
+      evicted_to_.push_back(p.live_end(t) + 1);
+      bytes_.push_back(p.bytes[static_cast<std::size_t>(t)]);
+    }
+  }
 
-/// What the swarm minimises: the simulated iteration time of a placement
-/// that fits, and for one that does not, how far its peak exceeds the
-/// budget first, so that the swarm moves towards feasibility (any plan that
-/// fits beats every plan that does not; among those, the smaller excess).
-struct fitness {
-  bytes_t excess_bytes = 0;
-  double time_us = 0;
-  auto operator<=>(const fitness&) const = default;
+  /// Whether placement `x` is proven not to fit `budget`.
+  [[nodiscard]] bool exceeds(std::span<const placement> x, bytes_t budget) {
+    change_.assign(live_.size() + 1, 0);
+    for (std::size_t j = 0; j < x.size(); ++j) {
+      if (x[j] == placement::retain || evicted_from_[j] >= evicted_to_[j]) continue;
+      change_[static_cast<std::size_t>(evicted_from_[j])] += bytes_[j];
+      change_[static_cast<std::size_t>(evicted_to_[j])] -= bytes_[j];
+    }
+    bytes_t evicted = 0;
+    for (std::size_t s = 0; s < live_.size(); ++s) {
+      evicted += change_[s];
+      if (live_[s] - evicted > budget) return true;
+    }
+    return false;
+  }
+
+ private:
+  std::vector<bytes_t> live_;          ///< per step, with no planning
+  std::vector<index_t> evicted_from_;  ///< per feature map: the first step it may be off the device
+  std::vector<index_t> evicted_to_;    ///< per feature map: one past its last live step
+  std::vector<bytes_t> bytes_;         ///< per feature map
+  std::vector<bytes_t> change_;        ///< per step: bytes evicted from there on (a difference array)
 };
 
 /// HOME's Policy Evaluator (§3.4) with the simulator as the cost model.
-/// Keeps the simulator's buffers between calls; one per thread.
-///
-/// It remembers the fitness of the placements it simulated last in a
-/// direct-mapped table keyed by the whole placement (two bits a feature
-/// map): a swarm that converges proposes the same placements again and
-/// again, and a placement found in the table gets exactly the fitness its
-/// simulation gave, so the answers are those of a full simulation.
+/// Keeps the simulator's buffers between calls; one per thread. With a
+/// memo (memo.hpp, shared by the threads), a placement simulated before is
+/// answered from it, with the fitness its simulation gave.
 class evaluator {
  public:
-  /// `memo_bytes`: the table's size (0: no table); it holds a power of two of placements.
   evaluator(const problem& p, const device_spec& dev, const feature_maps& fm, bytes_t budget,
-            std::size_t memo_bytes = std::size_t{32} << 20)
-      : p_(&p), dev_(&dev), fm_(&fm), budget_(budget), words_((fm.size() + 31) / 32) {
-    const std::size_t slots = std::bit_floor(memo_bytes / (words_ * sizeof(std::uint64_t) + sizeof(fitness)));
-    memo_keys_.assign(slots * words_, 0);
-    memo_.assign(slots, {no_fitness, 0});
-  }
+            placement_memo* memo = nullptr)
+      : p_(&p), dev_(&dev), fm_(&fm), budget_(budget), memo_(memo), bound_(p, fm) {}
 
   /// The fitness of placement `x`: one full simulation (which, when it does
   /// not fit, also finds how much it needs without a budget), or the one
   /// remembered from simulating the same placement.
   [[nodiscard]] fitness operator()(std::span<const placement> x) {
     ++evaluations_;
-    key_.assign(words_, 0);
-    for (std::size_t j = 0; j < x.size(); ++j) key_[j / 32] |= static_cast<std::uint64_t>(x[j]) << (2 * (j % 32));
-    if (memo_.empty()) return simulate(x);
-    std::uint64_t h = 0;
-    for (const std::uint64_t w : key_) h = mix64(h ^ w);
-    const std::size_t slot = static_cast<std::size_t>(h) & (memo_.size() - 1);
-    const auto stored = std::span(memo_keys_).subspan(slot * words_, words_);
-    if (memo_[slot].excess_bytes != no_fitness && std::ranges::equal(stored, key_)) return memo_[slot];
+    if (memo_ == nullptr) return simulate(x);
+    key_.assign(x);
+    if (const std::optional<fitness> known = memo_->find(key_)) return *known;
     const fitness f = simulate(x);
-    std::ranges::copy(key_, stored.begin());
-    memo_[slot] = f;
+    memo_->insert(key_, f);
     return f;
   }
   /// Placements evaluated so far.
   [[nodiscard]] std::int64_t evaluations() const noexcept { return evaluations_; }
-  /// Of those, the ones simulated (not found in the table).
+  /// Of those, the ones simulated (not found in the memo).
   [[nodiscard]] std::int64_t simulations() const noexcept { return simulations_; }
+  /// Of those, the ones `residency_bound` proved not to fit: simulated
+  /// without the budget only.
+  [[nodiscard]] std::int64_t bound_hits() const noexcept { return bound_hits_; }
 
  private:
-  static constexpr bytes_t no_fitness = -1;  ///< an empty slot
-
+  /// The fitness a simulation gives: under the budget and, where the plan
+  /// does not fit, without one. Where the bound proves it does not fit,
+  /// the run without a budget is all that is needed.
   [[nodiscard]] fitness simulate(std::span<const placement> x) {
     ++simulations_;
     const plan pl = emit(*p_, *fm_, x, budget_).take();
+    if (bound_.exceeds(x, budget_)) {
+      ++bound_hits_;
+      const report free_run = sim_.run(*p_, pl, *dev_, simulator::unlimited);
+      MEMPLAN_EXPECTS(free_run.feasible, error, "home: an emitted plan is invalid: ", free_run.failure);
+      return {std::max<bytes_t>(free_run.peak_bytes - budget_, 1), free_run.time_us};
+    }
     unbounded_need need;
     const report r = sim_.run(*p_, pl, *dev_, budget_, need);
     if (r.feasible) return {0, r.time_us};
@@ -179,13 +196,13 @@ class evaluator {
   const device_spec* dev_;
   const feature_maps* fm_;
   bytes_t budget_;
+  placement_memo* memo_;
+  residency_bound bound_;
   simulator sim_;
-  std::size_t words_;
-  std::vector<std::uint64_t> key_;
-  std::vector<std::uint64_t> memo_keys_;  ///< per slot, `words_` words
-  std::vector<fitness> memo_;             ///< per slot
+  placement_key key_;
   std::int64_t evaluations_ = 0;
   std::int64_t simulations_ = 0;
+  std::int64_t bound_hits_ = 0;
 };
 
 }  // namespace memplan::detail::home
