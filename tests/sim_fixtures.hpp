@@ -43,6 +43,12 @@ inline device_spec byte_per_us_device() {
   d.allocator = byte_exact_allocator();  // the online policies' allocator, scaled to match
   return d;
 }
+/// The device of the hand-worked tests (1 B/µs links).
+inline const device_spec dev = byte_per_us_device();
+/// A budget that never binds.
+inline constexpr bytes_t unlimited = simulator::unlimited;
+/// Both of the simulator's records.
+inline constexpr simulate_options record_all{.record_timeline = true, .record_memory = true};
 
 /// Adds tensors and ops to a graph and compiles it in insertion order.
 class graph_maker {

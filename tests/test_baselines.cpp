@@ -12,18 +12,17 @@
 #include "memplan/planners/registry.hpp"
 #include "memplan/sim/simulator.hpp"
 #include "memplan/sim/validator.hpp"
+#include "registry_fixtures.hpp"
 #include "sim_fixtures.hpp"
 
 namespace {
 
 using namespace memplan;
 using test::three_layers;  // sim_fixtures.hpp: baseline 700 µs, peak 700 B
-const device_spec dev = memplan::test::byte_per_us_device();
-constexpr bytes_t unlimited = std::numeric_limits<bytes_t>::max() / 2;
+using memplan::test::dev;
+using memplan::test::unlimited;
 
-plan run(std::string_view planner, const problem& p, const device_spec& d, bytes_t budget) {
-  return find_planner(planner).run(p, d, budget, planner_options{});
-}
+using memplan::test::run;
 
 // n identical layers f1..fn (10 µs, a_i = 100 B), a loss (20 µs) and
 // b_n..b_1 (20 µs), b_i reading g_i and a_{i-1} (a_0 = x, 100 B input).

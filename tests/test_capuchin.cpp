@@ -24,8 +24,8 @@
 namespace {
 
 using namespace memplan;
-const device_spec dev = memplan::test::byte_per_us_device();
-constexpr bytes_t unlimited = std::numeric_limits<bytes_t>::max() / 2;
+using memplan::test::dev;
+using memplan::test::unlimited;
 using test::check_valid;
 
 index_t tensor_named(const problem& p, std::string_view name) {

@@ -30,7 +30,7 @@ using detail::home::placement;
 // maps (made or fed in the forward pass, read in the backward): x (swap
 // only: no producer), a1, a2, a3.
 using test::three_layers;
-const device_spec dev = memplan::test::byte_per_us_device();
+using memplan::test::dev;
 
 planner_options swarm(int iterations, int particles, int threads = 1, std::uint64_t seed = 1) {
   planner_options o;

@@ -21,7 +21,7 @@
 namespace {
 
 using namespace memplan;
-const device_spec dev = memplan::test::byte_per_us_device();
+using memplan::test::dev;
 constexpr bytes_t state_bytes = 100;    // A: x and every a_i
 constexpr bytes_t gradient_bytes = 10;  // G: every g_i
 
@@ -45,7 +45,7 @@ plan live_plan(std::string_view planner, const problem& p, bytes_t budget, const
 // A chain of l identical layers: f_i: a_{i-1} -> a_i (10 µs, x = a_0 an
 // input), loss: a_l -> g_l (20 µs), b_i: g_i, a_{i-1} -> g_{i-1} (20 µs).
 // Baseline peak at the loss: x, a_1..a_l, g_l = (l + 1) A + G.
-problem chain(int l) {
+problem layer_chain(int l) {
   test::graph_maker m;
   std::vector<index_t> a{m.tensor("x", state_bytes, tensor_kind::input)};
   for (int i = 1; i <= l; ++i) a.push_back(m.tensor("a" + std::to_string(i), state_bytes, tensor_kind::activation));
@@ -85,7 +85,7 @@ std::vector<std::vector<std::int64_t>> griewank_table(int max_l) {
   return t;
 }
 
-/// Budget of revolve with s slots on chain(l): (s + 2) A + G (revolve.hpp).
+/// Budget of revolve with s slots on layer_chain(l): (s + 2) A + G (revolve.hpp).
 constexpr bytes_t slot_budget(std::int64_t s) { return (s + 2) * state_bytes + gradient_bytes; }
 
 /// The plan is valid and fits: simulator and validator agree.
@@ -123,7 +123,7 @@ TEST_CASE("revolve's closed form matches Griewank's recursion for l <= 24 and ev
 
 TEST_CASE("revolve on chains of 4 to 24 layers: t(l, s) - (l - 1) recomputations at (s + 2) A + G") {
   for (int l = 4; l <= 24; ++l) {
-    const problem p = chain(l);
+    const problem p = layer_chain(l);
     REQUIRE(p.baseline_peak() == (l + 1) * state_bytes + gradient_bytes);
     for (std::int64_t s = 1; s < l; ++s) {
       CAPTURE(l);
@@ -161,7 +161,7 @@ TEST_CASE("registered revolve: s slots laid out in (s + 2) A + 2 G, the greedy l
   // The layout keeps the gradient that lives across a recomputation sweep
   // above the slots, and the next one beside it: one G more than the live peak at most.
   for (int l = 4; l <= 24; ++l) {
-    const problem p = chain(l);
+    const problem p = layer_chain(l);
     for (std::int64_t s = 1; s < l; ++s) {
       CAPTURE(l);
       CAPTURE(s);
@@ -176,7 +176,7 @@ TEST_CASE("registered revolve: s slots laid out in (s + 2) A + 2 G, the greedy l
   }
   // By hand, 8 layers and 1 slot: x, two working buffers and g_8 take 310 B;
   // g_7 is made beside g_8, at 310.
-  const plan tight = run("revolve", chain(8), slot_budget(1));
+  const plan tight = run("revolve", layer_chain(8), slot_budget(1));
   CHECK(tight.kind == failure_kind::out_of_memory);
   CHECK(tight.best_peak == 320);
   CHECK(tight.reason.find("needs an arena of 320 bytes (320 B; 310 bytes live at its peak)") != std::string::npos);
@@ -190,7 +190,7 @@ TEST_CASE("revolve refuses graphs that are not chains, naming the op") {
                      "just before it");
   planner_options zero;
   zero.extra["slots"] = "0";
-  CHECK_THROWS_AS((void)run("revolve", chain(4), 1000, zero), invalid_argument);
+  CHECK_THROWS_AS((void)run("revolve", layer_chain(4), 1000, zero), invalid_argument);
 }
 
 #ifdef MEMPLAN_ENABLE_MILP
@@ -215,11 +215,11 @@ report judge_milp(const problem& p, bytes_t budget, const planner_options& o, pl
 }  // namespace
 
 TEST_CASE("milp on a three-op chain: the optimum by hand") {
-  // chain(2) with budget 3A + G = 310: keeping x, a1, a2 and g2 at the loss
+  // layer_chain(2) with budget 3A + G = 310: keeping x, a1, a2 and g2 at the loss
   // is exactly 310 B, so nothing is recomputed; at 300 B a1 must go after
   // f2 and come back for b2 (one 10 µs recompute): at the loss x, a2, g2 =
   // 210 B; at b2 x, g2, a1 (recomputed), g1 = 220 B; at f2 x, a1, a2 = 300 B.
-  const problem p = chain(2);
+  const problem p = layer_chain(2);
   REQUIRE(p.baseline_peak() == 310);
   REQUIRE(p.baseline_time_us() == 80);
   CHECK(judge_milp(p, 310, {}).time_us == 80);
@@ -238,7 +238,7 @@ TEST_CASE("milp equals revolve on chains of 4 to 7 layers at every slot count, p
   // (s + 2) A + G holds exactly revolve's s slots plus its working state
   // plus the output of the step being run, so no plan does better.
   for (int l = 4; l <= 7; ++l) {
-    const problem p = chain(l);
+    const problem p = layer_chain(l);
     for (std::int64_t s = 1; s < l; ++s) {
       CAPTURE(l);
       CAPTURE(s);
@@ -260,7 +260,7 @@ TEST_CASE("milp seeded with revolve on chains of 8 to 24 layers: never slower, t
   o.time_limit_s = 0.05;
   o.extra["seed-with"] = "revolve";
   for (int l = 8; l <= 24; ++l) {
-    const problem p = chain(l);
+    const problem p = layer_chain(l);
     for (const std::int64_t s : {std::int64_t{1}, std::int64_t{2}, std::int64_t{3}, std::int64_t{l / 2}}) {
       CAPTURE(l);
       CAPTURE(s);
@@ -274,7 +274,7 @@ TEST_CASE("milp seeded with revolve on chains of 8 to 24 layers: never slower, t
 TEST_CASE("checkpoint on chains: sqrt(n)-level peak with at most one extra forward pass; milp no slower there") {
   for (int l = 4; l <= 24; ++l) {
     CAPTURE(l);
-    const problem p = chain(l);
+    const problem p = layer_chain(l);
     const plan ck = run("checkpoint", p, p.baseline_peak());
     REQUIRE(ck.feasible);
     const report r = judge(p, ck, p.baseline_peak());

@@ -26,7 +26,7 @@ using namespace memplan;
 namespace chain = memplan::test::chain;
 namespace residual = memplan::test::residual;
 
-const device_spec dev = memplan::test::byte_per_us_device();
+using memplan::test::dev;
 
 /// Device memory in use at time t: the last curve point at or before t.
 bytes_t memory_at(const report& r, double t) {
@@ -37,7 +37,7 @@ bytes_t memory_at(const report& r, double t) {
   return b;
 }
 
-constexpr simulate_options record_all{.record_timeline = true, .record_memory = true};
+using memplan::test::record_all;
 
 }  // namespace
 

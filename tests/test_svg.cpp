@@ -22,8 +22,8 @@ namespace {
 using namespace memplan;
 namespace chain = memplan::test::chain;
 
-const device_spec dev = memplan::test::byte_per_us_device();
-constexpr simulate_options record_all{.record_timeline = true, .record_memory = true};
+using memplan::test::dev;
+using memplan::test::record_all;
 constexpr auto input = static_cast<std::size_t>(tensor_kind::input);
 constexpr auto activation = static_cast<std::size_t>(tensor_kind::activation);
 constexpr auto gradient = static_cast<std::size_t>(tensor_kind::gradient);

@@ -20,6 +20,7 @@
 #include "memplan/planners/tsplit.hpp"
 #include "memplan/sim/simulator.hpp"
 #include "memplan/sim/validator.hpp"
+#include "registry_fixtures.hpp"
 #include "sim_fixtures.hpp"
 
 namespace {
@@ -29,11 +30,9 @@ using detail::tsplit::algo2;
 using detail::tsplit::candidate;
 using detail::tsplit::option;
 using test::check_valid;  // under the plan's own budget; the simulator agrees
-const device_spec dev = memplan::test::byte_per_us_device();
+using memplan::test::dev;
 
-plan run(std::string_view planner, const problem& p, const device_spec& d, bytes_t budget) {
-  return find_planner(planner).run(p, d, budget, planner_options{});
-}
+using memplan::test::run;
 
 // Fig. 7 of the paper, with a backward pass (steps in order):
 //   0 f1: x(100, parameter) -> s1(400)  100 µs   4 b4: s4      -> g4(100) 100 µs
@@ -83,15 +82,15 @@ problem zoo(const char* name, int batch, const device_spec& d) {
 /// order: f1: x -> a1, f_k: a_k-1 -> a_k up to f_n, then b_n: a_n -> g_n
 /// and b_k: g_k+1, a_k -> g_k down to b_1. x is a parameter; a[k - 1] is
 /// a_k and g[k - 1] is g_k.
-struct chain {
+struct layers_chain {
   problem p;
   std::vector<index_t> a;
   std::vector<index_t> g;
 };
-chain make_chain(std::size_t n) {
+layers_chain make_chain(std::size_t n) {
   using detail::concat;
   test::graph_maker m;
-  chain c;
+  layers_chain c;
   const index_t x = m.tensor("x", 100, tensor_kind::parameter);
   for (std::size_t k = 1; k <= n; ++k) c.a.push_back(m.tensor(concat("a", k), 100, tensor_kind::activation));
   for (std::size_t k = 1; k <= n; ++k) c.g.push_back(m.tensor(concat("g", k), 100, tensor_kind::gradient));
@@ -349,7 +348,7 @@ TEST_CASE("Eq. 4: the recompute set grows when an input is itself recomputed") {
 TEST_CASE("§V-D: memory-centric recomputation and its LRU improvement on a chain") {
   using detail::tsplit::emitter;
   using detail::tsplit::eviction;
-  const chain c = make_chain(4);
+  const layers_chain c = make_chain(4);
   const problem& p = c.p;
   const index_t a1 = c.a[0];
   const index_t a2 = c.a[1];
@@ -392,7 +391,7 @@ TEST_CASE("§V-D: memory-centric recomputation and its LRU improvement on a chai
 TEST_CASE("§V-D's LRU improvement keeps a checkpoint that a recomputation swapped in on demand") {
   using detail::tsplit::emitter;
   using detail::tsplit::eviction;
-  const chain c = make_chain(3);
+  const layers_chain c = make_chain(3);
   const problem& p = c.p;
   const index_t a1 = c.a[0];
   const index_t a2 = c.a[1];
@@ -446,7 +445,7 @@ TEST_CASE("§V-D's LRU improvement: an intermediate an eviction releases while k
 //   1 f2: a1 -> a2  3 f4: a3 -> a4   5 b5: a5 -> g5   7 b3: g4, a3 -> g3   9 b1: g2, a1 -> g1
 TEST_CASE("Eq. 4's chain in M_i: memory-centric, two of its tensors at a time") {
   using detail::tsplit::emitter;
-  const chain c = make_chain(5);
+  const layers_chain c = make_chain(5);
   const problem& p = c.p;
   const std::vector<index_t>& a = c.a;
   // a_k leaves once f_k+1 has read it (at step k+1, f_k+2 reads a_k+1).

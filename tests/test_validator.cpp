@@ -22,7 +22,7 @@ using namespace memplan;
 namespace chain = memplan::test::chain;
 namespace residual = memplan::test::residual;
 
-const device_spec dev = memplan::test::byte_per_us_device();
+using memplan::test::dev;
 
 /// The validator rejects `pl` as `kind` with an error containing `needle`.
 void expect_rejected(const problem& p, const plan& pl, bytes_t budget, std::string_view needle,

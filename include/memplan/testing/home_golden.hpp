@@ -58,9 +58,9 @@ struct home_instance {
 
 /// A search's result as recorded: placements as digits (0 retain, 1 swap,
 /// 2 recompute), fitnesses exactly (JSON numbers round-trip doubles).
-[[nodiscard]] inline nlohmann::json to_golden(const home_workload& w, const detail::home::search_result& r) {
+[[nodiscard]] inline nlohmann::json to_golden(const home_workload& w, const ::memplan::detail::home::search_result& r) {
   std::string best;
-  for (const detail::home::placement a : r.best) best.push_back(static_cast<char>('0' + static_cast<int>(a)));
+  for (const ::memplan::detail::home::placement a : r.best) best.push_back(static_cast<char>('0' + static_cast<int>(a)));
   nlohmann::json history = nlohmann::json::array();
   for (const search_point& s : r.history) history.push_back({s.time_us, s.excess_bytes});
   return {{"model", w.model},
@@ -104,12 +104,12 @@ struct home_instance {
 }
 
 /// The search of the golden results (500 x 500, seed 1) on `threads` threads.
-[[nodiscard]] inline detail::home::search_result golden_search(const home_instance& in, int threads) {
-  const detail::home::feature_maps fm(in.p);
+[[nodiscard]] inline ::memplan::detail::home::search_result golden_search(const home_instance& in, int threads) {
+  const ::memplan::detail::home::feature_maps fm(in.p);
   planner_options o;
   o.seed = 1;
   o.threads = threads;
-  return detail::home::search(in.p, in.dev, in.budget, fm, {500, 500}, o, {});
+  return ::memplan::detail::home::search(in.p, in.dev, in.budget, fm, {500, 500}, o, {});
 }
 
 }  // namespace memplan::testing
