@@ -35,11 +35,11 @@ chain_model make_chain(int layers) {
   graph g("chain");
   chain_model m;
   const auto tensor = [&](std::string name, bytes_t bytes, tensor_kind kind) {
-    return g.add_tensor({.id = static_cast<std::int64_t>(g.num_tensors()), .name = std::move(name), .bytes = bytes,
+    return g.add_tensor({.name = std::move(name), .bytes = bytes,
                          .kind = kind, .shape = {}, .dtype = {}});
   };
   const auto op = [&](std::string name, double time_us, std::vector<index_t> in, std::vector<index_t> out, phase ph) {
-    return g.add_op({.id = static_cast<std::int64_t>(g.num_ops()), .name = std::move(name), .type = "layer",
+    return g.add_op({.name = std::move(name), .type = "layer",
                      .phase = ph, .time_us = time_us, .workspace_bytes = 1 << 20, .inputs = std::move(in),
                      .outputs = std::move(out), .recomputable = ph == phase::forward, .split_dims = {0}});
   };

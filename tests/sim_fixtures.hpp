@@ -54,12 +54,12 @@ inline constexpr simulate_options record_all{.record_timeline = true, .record_me
 class graph_maker {
  public:
   index_t tensor(std::string name, bytes_t bytes, tensor_kind kind, std::vector<std::int64_t> shape = {}) {
-    return g_.add_tensor({.id = static_cast<std::int64_t>(g_.num_tensors()), .name = std::move(name),
+    return g_.add_tensor({.name = std::move(name),
                           .bytes = bytes, .kind = kind, .shape = std::move(shape), .dtype = {}});
   }
   index_t op(std::string name, double time_us, std::vector<index_t> in, std::vector<index_t> out,
              bytes_t workspace = 0, phase ph = phase::forward) {
-    return g_.add_op({.id = static_cast<std::int64_t>(g_.num_ops()), .name = std::move(name), .type = "op",
+    return g_.add_op({.name = std::move(name), .type = "op",
                       .phase = ph, .time_us = time_us, .workspace_bytes = workspace, .inputs = std::move(in),
                       .outputs = std::move(out), .recomputable = ph == phase::forward, .split_dims = {0}});
   }

@@ -109,6 +109,25 @@ io::graph_document round_trip(const io::graph_document& doc) {
 
 }  // namespace
 
+TEST_CASE("a graph built in code gets ids from add_tensor and add_op, and writes a file that reads back") {
+  memplan::graph g("in-code");
+  const memplan::index_t x = g.add_tensor({.name = "x", .bytes = 400, .kind = memplan::tensor_kind::input, .shape = {}, .dtype = {}});
+  const memplan::index_t w = g.add_tensor({.id = 10, .name = "w", .bytes = 40, .kind = memplan::tensor_kind::parameter, .shape = {}, .dtype = {}});
+  const memplan::index_t y = g.add_tensor({.name = "y", .bytes = 400, .kind = memplan::tensor_kind::activation, .shape = {}, .dtype = {}});
+  g.add_op({.name = "fc", .type = "linear", .time_us = 5, .inputs = {x, w}, .outputs = {y}, .split_dims = {}});
+  g.add_op({.id = 7, .name = "relu", .type = "relu", .time_us = 1, .inputs = {y}, .outputs = {}, .split_dims = {}});
+  // Ids left out are one more than the largest so far: x 0, w 10 (given), y 11; fc 0, relu 7 (given).
+  CHECK(g.tensor(x).id == 0);
+  CHECK(g.tensor(w).id == 10);
+  CHECK(g.tensor(y).id == 11);
+  CHECK(g.op(0).id == 0);
+  CHECK(g.op(1).id == 7);
+  const auto back = round_trip({g, memplan::topological_schedule(g)});
+  REQUIRE(back.graph.num_tensors() == 3);
+  CHECK(back.graph.tensor(2).id == 11);
+  CHECK(back.graph.op(1).id == 7);
+}
+
 TEST_CASE("memplan-graph: tiny.json reads with its ids, schedule and defaults") {
   const auto doc = io::read_graph_file(fixture("tiny.json"));
   const auto& g = doc.graph;

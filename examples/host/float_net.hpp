@@ -58,7 +58,7 @@ struct float_workload {
 namespace detail_workload {
 
 inline index_t matrix(float_workload& w, std::string name, int rows, tensor_kind kind) {
-  return w.g.add_tensor({.id = static_cast<std::int64_t>(w.g.num_tensors()), .name = std::move(name),
+  return w.g.add_tensor({.name = std::move(name),
                          .bytes = static_cast<bytes_t>(rows) * w.width * 4, .kind = kind,
                          .shape = {rows, w.width}, .dtype = "float32"});
 }
@@ -67,7 +67,7 @@ inline index_t add_op(float_workload& w, std::string name, float_op k, std::vect
                       phase ph) {
   const bool matmul = k == float_op::matmul || k == float_op::matmul_grad_x || k == float_op::matmul_grad_w;
   w.kind.push_back(k);
-  return w.g.add_op({.id = static_cast<std::int64_t>(w.g.num_ops()), .name = std::move(name),
+  return w.g.add_op({.name = std::move(name),
                      .type = matmul ? "matmul" : "elementwise", .phase = ph, .time_us = matmul ? 100.0 : 10.0,
                      .workspace_bytes = matmul ? 512 : 0, .inputs = std::move(in), .outputs = {out},
                      .recomputable = ph == phase::forward, .split_dims = {0}});

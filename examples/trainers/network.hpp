@@ -153,7 +153,7 @@ class net_builder {
   }
 
   index_t tensor(const std::string& name, std::size_t floats, tensor_kind kind) {
-    return n_.g.add_tensor({.id = static_cast<std::int64_t>(n_.g.num_tensors()), .name = name,
+    return n_.g.add_tensor({.name = name,
                             .bytes = static_cast<bytes_t>(floats * sizeof(float)), .kind = kind,
                             .shape = {static_cast<std::int64_t>(floats)}, .dtype = "float32"});
   }
@@ -175,7 +175,7 @@ class net_builder {
     const bool gemm = kind == layer_op::conv || kind == layer_op::conv_grad_x || kind == layer_op::conv_grad_w ||
                       kind == layer_op::linear || kind == layer_op::linear_grad_x || kind == layer_op::linear_grad_w;
     n_.calls.push_back({kind, d});
-    return n_.g.add_op({.id = static_cast<std::int64_t>(n_.g.num_ops()), .name = name,
+    return n_.g.add_op({.name = name,
                         .type = types[static_cast<std::size_t>(kind)], .phase = ph,
                         .time_us = roofline_time_us(timing_, work.flops, work.bytes, math_mode::fp32,
                                                     gemm ? gemm_efficiency : elementwise_efficiency),

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,9 +21,13 @@
 
 namespace memplan {
 
+/// An id left to the graph: `graph::add_tensor` and `add_op` give one more
+/// than the largest id added so far (0 first).
+inline constexpr std::int64_t auto_id = std::numeric_limits<std::int64_t>::min();
+
 /// A tensor: a buffer with one producer op or none.
 struct tensor_info {
-  std::int64_t id = 0;  ///< the id used in files; the graph indexes tensors densely
+  std::int64_t id = auto_id;  ///< the id used in files; the graph indexes tensors densely
   std::string name;
   bytes_t bytes = 0;
   tensor_kind kind = tensor_kind::other;
@@ -43,7 +48,7 @@ struct tensor_info {
 
 /// An op: reads `inputs`, writes `outputs` (dense tensor indices).
 struct op_info {
-  std::int64_t id = 0;  ///< the id used in files
+  std::int64_t id = auto_id;  ///< the id used in files
   std::string name;
   std::string type;
   memplan::phase phase = phase::forward;
@@ -75,18 +80,20 @@ class graph {
   [[nodiscard]] const std::string& name() const noexcept { return name_; }
   void set_name(std::string name) { name_ = std::move(name); }
 
-  /// Adds a tensor and returns its dense index.
+  /// Adds a tensor and returns its dense index; an `auto_id` becomes the next id.
   /// \throws invalid_graph if its bytes are negative.
   index_t add_tensor(tensor_info t) {
     MEMPLAN_EXPECTS(t.bytes >= 0, invalid_graph, "tensor '", t.name, "': bytes must be non-negative, got ",
                     t.bytes);
+    t.id = take_id(t.id, next_tensor_id_);
     tensors_.push_back(std::move(t));
     producer_.push_back(no_index);
     consumers_.emplace_back();
     return static_cast<index_t>(tensors_.size() - 1);
   }
 
-  /// Adds an op and the edges it creates, and returns its dense index.
+  /// Adds an op and the edges it creates, and returns its dense index; an
+  /// `auto_id` becomes the next id.
   /// \throws invalid_graph on an unknown tensor, a second producer, an op that
   ///         reads its own output, or a negative time or workspace.
   index_t add_op(op_info o) {
@@ -115,6 +122,7 @@ class graph {
       consumers_[t].push_back(v);
       if (producer_[t] != no_index) connect(producer_[t], v, t);
     }
+    o.id = take_id(o.id, next_op_id_);
     ops_.push_back(std::move(o));
     return v;
   }
@@ -142,6 +150,12 @@ class graph {
     out_[static_cast<std::size_t>(u)].push_back({u, v, t});
     in_[static_cast<std::size_t>(v)].push_back({u, v, t});
   }
+  /// `id`, or the next id where it is `auto_id`; `next` stays above every id taken.
+  static std::int64_t take_id(std::int64_t id, std::int64_t& next) noexcept {
+    if (id == auto_id) id = next;
+    if (id >= next && id < std::numeric_limits<std::int64_t>::max()) next = id + 1;
+    return id;
+  }
 
   std::string name_;
   std::vector<op_info> ops_;
@@ -150,6 +164,8 @@ class graph {
   std::vector<std::vector<index_t>> consumers_;
   std::vector<std::vector<edge>> out_;
   std::vector<std::vector<edge>> in_;
+  std::int64_t next_tensor_id_ = 0;
+  std::int64_t next_op_id_ = 0;
 };
 
 // Boost.Graph interface (VertexListGraph + BidirectionalGraph), found by ADL.

@@ -572,7 +572,6 @@ class builder {
 
   index_t add_tensor(std::string name, const shape_t& shape, element e, tensor_kind kind) {
     tensor_info t;
-    t.id = static_cast<std::int64_t>(graph_.num_tensors());
     t.name = std::move(name);
     t.bytes = numel(shape) * element_bytes(e);
     t.kind = kind;
@@ -640,7 +639,6 @@ class builder {
                std::vector<index_t> outputs, double flops, double extra_bytes, math_mode math, bool gemm,
                bool recomputable, std::vector<int> split_dims) {
     op_info o;
-    o.id = static_cast<std::int64_t>(graph_.num_ops());
     o.name = std::move(name);
     o.type = std::move(type);
     o.phase = ph;
@@ -675,7 +673,6 @@ class builder {
     const bool only = grad_uses_[i] == 1;
     const bool param = fwd.kind == tensor_kind::parameter;
     tensor_info g;
-    g.id = static_cast<std::int64_t>(graph_.num_tensors());
     g.name = only ? fwd.name + ".grad" : fwd.name + ".grad." + std::to_string(grad_arrived_[i] + 1);
     g.bytes = fwd.bytes;
     g.kind = only && param ? tensor_kind::parameter_gradient : tensor_kind::gradient;
@@ -697,7 +694,6 @@ class builder {
     const tensor_info& fwd = graph_.tensor(t);
     const bool last = grad_arrived_[i] == grad_uses_[i];
     tensor_info s;
-    s.id = static_cast<std::int64_t>(graph_.num_tensors());
     s.name = last ? fwd.name + ".grad" : fwd.name + ".grad.sum" + std::to_string(grad_arrived_[i]);
     s.bytes = fwd.bytes;
     s.kind = last && fwd.kind == tensor_kind::parameter ? tensor_kind::parameter_gradient : tensor_kind::gradient;

@@ -99,14 +99,14 @@ class graph_generator {
   double time_us() { return std::round(log_uniform(1, 2000) * 10) / 10; }
 
   index_t tensor(std::string name, bytes_t bytes, tensor_kind kind) {
-    return g_.add_tensor({.id = static_cast<std::int64_t>(g_.num_tensors()), .name = std::move(name),
+    return g_.add_tensor({.name = std::move(name),
                           .bytes = bytes, .kind = kind, .shape = {}, .dtype = {}});
   }
   index_t op(std::string name, std::string type, phase ph, std::vector<index_t> in, std::vector<index_t> out,
              bool recomputable) {
     const bool splittable = !chance(o_.not_splittable_fraction);
     const bytes_t workspace = chance(o_.workspace_fraction) ? size() : 0;
-    return g_.add_op({.id = static_cast<std::int64_t>(g_.num_ops()), .name = std::move(name), .type = std::move(type),
+    return g_.add_op({.name = std::move(name), .type = std::move(type),
                       .phase = ph, .time_us = time_us(), .workspace_bytes = workspace, .inputs = std::move(in),
                       .outputs = std::move(out), .recomputable = recomputable,
                       .split_dims = splittable ? std::vector<int>{0} : std::vector<int>{}});
