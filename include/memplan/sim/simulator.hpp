@@ -356,9 +356,8 @@ class simulator {
       s.clocks_[static_cast<std::size_t>(a)] = c;
       seen = c;
     }
-    /// c comes after action b: after what b comes after, and b.
-    /// Constant indices only: c stays in registers (an element written at
-    /// a computed index and the clock then read whole stalls the store buffer).
+    /// c comes after b's clock and after b itself, on b's own stream;
+    /// written with constant indices so that c can stay in registers.
     [[gnu::always_inline]] void join(clock& c, index_t b) const {
       const clock& seen = s.clocks_[static_cast<std::size_t>(b)];
       const index_t own = seen[stream_count];

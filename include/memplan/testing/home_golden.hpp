@@ -40,6 +40,10 @@ inline constexpr std::array<home_workload, 6> home_table3{{{"mobilenet", 14755},
                                                           {"resnet50", 2687},
                                                           {"inception_v3", 699}}};
 
+/// The search the golden results record: HOME §3.3's swarm, seed 1.
+inline constexpr ::memplan::detail::home::swarm_settings golden_swarm{500, 500};
+inline constexpr std::uint64_t golden_seed = 1;
+
 /// A workload's problem, device and budget (the device's whole memory).
 struct home_instance {
   problem p;
@@ -65,9 +69,9 @@ struct home_instance {
   for (const search_point& s : r.history) history.push_back({s.time_us, s.excess_bytes});
   return {{"model", w.model},
           {"batch", w.batch},
-          {"iterations", 500},
-          {"particles", 500},
-          {"seed", 1},
+          {"iterations", golden_swarm.iterations},
+          {"particles", golden_swarm.particles},
+          {"seed", golden_seed},
           {"best", best},
           {"best_time_us", r.best_fitness.time_us},
           {"best_excess_bytes", r.best_fitness.excess_bytes},
@@ -107,9 +111,9 @@ struct home_instance {
 [[nodiscard]] inline ::memplan::detail::home::search_result golden_search(const home_instance& in, int threads) {
   const ::memplan::detail::home::feature_maps fm(in.p);
   planner_options o;
-  o.seed = 1;
+  o.seed = golden_seed;
   o.threads = threads;
-  return ::memplan::detail::home::search(in.p, in.dev, in.budget, fm, {500, 500}, o, {});
+  return ::memplan::detail::home::search(in.p, in.dev, in.budget, fm, golden_swarm, o, {});
 }
 
 }  // namespace memplan::testing
