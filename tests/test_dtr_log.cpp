@@ -70,14 +70,47 @@ TEST_CASE("dtr log: every instruction, by hand") {
   CHECK(g.op(3).phase == phase::backward);
   CHECK(g.op(3).inputs == std::vector<index_t>{3, 0});
   CHECK(g.op(1).recomputable);
-  // DTR's count: w 40 + x 100 + y 300 (relu_ in place) = 440; then x and y's
-  // last handle... y is still named by v: 340 + g 200 = 540 at the peak.
-  CHECK(log.refcount_peak == 540);
+  // DTR's simulator: w 40 + x 100 + y 300, and relu_ writes y' into new
+  // memory: 740 at the peak; y's handle then names y', so y goes after
+  // relu_, x after the view, y' (named by v) and g after conv_backward.
+  CHECK(log.refcount_peak == 740);
+  CHECK(g.tensor(0).released_after == no_index);  // still named at the end
+  CHECK(g.tensor(1).released_after == 2);
+  CHECK(g.tensor(2).released_after == 1);
+  CHECK(g.tensor(3).released_after == 3);
+  CHECK(g.tensor(4).released_after == 3);
   // memplan's: x dies after conv, y after relu_, y' after conv_backward:
   // conv_backward holds w, y' and g = 540; relu_ holds w, y and y' = 640.
   const problem p = compile(log.graph, log.schedule);
   CHECK(p.baseline_peak() == 640);
   CHECK(p.baseline_time_us() == doctest::Approx(6500));
+  // The framework holds x until after the view (step 2), past its last read.
+  CHECK(p.live_end(1) == 0);
+  CHECK(p.held_until(1) == 2);
+  CHECK(p.held_until(3) == 3);
+}
+
+TEST_CASE("dtr log: a constant after the first op is made where it appears") {
+  const io::dtr_log log = read(R"({"INSTRUCTION":"CONSTANT","NAME":"x"}
+{"INSTRUCTION":"MEMORY","MEMORY":"100","NAME":"x"}
+{"ARGS":["x"],"INSTRUCTION":"CALL","NAME":"relu","RESULT":["y"],"TIME":"1000"}
+{"INSTRUCTION":"MEMORY","MEMORY":"100","NAME":"y"}
+{"ALIAS":"-1","INSTRUCTION":"ALIAS","NAME":"y"}
+{"INSTRUCTION":"RELEASE","NAME":"x"}
+{"INSTRUCTION":"CONSTANT","NAME":"s"}
+{"INSTRUCTION":"MEMORY","MEMORY":"8","NAME":"s"}
+{"ARGS":["y","s"],"INSTRUCTION":"CALL","NAME":"mul","RESULT":["z"],"TIME":"1000"}
+{"INSTRUCTION":"MEMORY","MEMORY":"100","NAME":"z"}
+{"ALIAS":"-1","INSTRUCTION":"ALIAS","NAME":"z"}
+)");
+  const graph& g = log.graph;
+  REQUIRE(g.num_ops() == 3);
+  CHECK(g.op(1).type == "constant");
+  CHECK(g.op(1).outputs == std::vector<index_t>{2});
+  CHECK_FALSE(g.op(1).recomputable);
+  CHECK(g.op(1).time_us == 0);
+  // x 100 + y 100 = 200; x goes, then s 8 and z 100 join y: 208 at the peak.
+  CHECK(log.refcount_peak == 208);
 }
 
 TEST_CASE("dtr log: malformed lines name the line") {

@@ -278,6 +278,101 @@ TEST_CASE("online runtime with dtr on three layers, worked by hand") {
   CHECK_MESSAGE(tight.result.reason.find("op 'f2'") != std::string::npos, tight.result.reason);
 }
 
+// A chain for DTR's simulator (steps in order; backward ops may not run again):
+//   0 a 1 ms: x(100 B input) -> A(100 B)   3 d 1 ms (bwd): A, C -> D(100 B)
+//   1 b 2 ms: A -> B(100 B)                4 e 1 ms (bwd): B, D -> E(100 B)
+//   2 c 3 ms: B -> C(100 B)
+namespace dtr_chain {
+inline constexpr index_t x = 0, A = 1, B = 2, C = 3, D = 4, E = 5;
+problem make() {
+  test::graph_maker m;
+  m.tensor("x", 100, tensor_kind::input);
+  for (const char* name : {"A", "B", "C", "D", "E"}) m.tensor(name, 100, tensor_kind::activation);
+  m.op("a", 1000, {x}, {A});
+  m.op("b", 2000, {A}, {B});
+  m.op("c", 3000, {B}, {C});
+  m.op("d", 1000, {A, C}, {D}, 0, phase::backward);
+  m.op("e", 1000, {B, D}, {E}, 0, phase::backward);
+  return m.compile();
+}
+}  // namespace dtr_chain
+
+TEST_CASE("dtr's simulator on a chain, worked by hand") {
+  using namespace dtr_chain;
+  const problem p = make();
+  // Budget 400, clock in ns from 1. a, b, c fill it (x A B C). d needs 100
+  // more: A and C are its inputs, so B goes (the only candidate). A and C
+  // die after d and go, joining B's class (A next to B, C next to B: 6 ms).
+  // e needs B: b runs again, and first a (A is gone): the class pays 1 + 2
+  // ms back. e's 100 B then need room: B and D are its inputs, A (made at
+  // 8 ms, read by b at 8 ms, now 10 ms) goes: h = 1 ms / (100 B * 2 ms).
+  const auto r = online::run_dtr(p, 400);
+  REQUIRE(r.pl.feasible);
+  CHECK(r.counts.evictions == 2);
+  CHECK(r.counts.recomputations == 2);
+  CHECK(r.counts.peak == 400);
+  // The frees after which nothing reads the tensor are left out (C after d,
+  // A's second, B, D and E at the end): those go after their last reader.
+  std::vector<std::string> seen;
+  for (const action& a : r.pl.actions) {
+    seen.push_back(detail::concat(to_string(a.kind), " ", a.kind == action_kind::free ? p.tensor_name[static_cast<std::size_t>(a.tensor)]
+                                                                                 : p.op_name[static_cast<std::size_t>(a.step)]));
+  }
+  CHECK(seen == std::vector<std::string>{"compute a", "compute b", "compute c", "free B", "compute d", "free A",
+                                         "recompute a", "recompute b", "compute e"});
+  CHECK(r.pl.decisions[static_cast<std::size_t>(A)] == decision::recompute);
+  CHECK(r.pl.decisions[static_cast<std::size_t>(C)] == decision::keep);
+  const device_spec d = test::byte_per_us_device();
+  const report rep = simulate(p, r.pl, d, 400);
+  REQUIRE(rep.feasible);
+  CHECK(rep.time_us == doctest::Approx(8000 + 3000));
+  CHECK(rep.peak_bytes == 400);
+  check_valid(p, r.pl, d, 400);
+
+  // Budget 300: d needs x (a constant: it stays), A, C and D at once.
+  const auto tight = online::run_dtr(p, 300);
+  CHECK(tight.pl.kind == failure_kind::out_of_memory);
+  CHECK_MESSAGE(tight.pl.reason.find("op 'd'") != std::string::npos, tight.pl.reason);
+  // Budget 200: b needs x, A and B.
+  const auto none = online::run_dtr(p, 200);
+  CHECK(none.pl.kind == failure_kind::out_of_memory);
+  CHECK_MESSAGE(none.pl.reason.find("op 'b'") != std::string::npos, none.pl.reason);
+}
+
+TEST_CASE("dtr's simulator keeps what the framework holds, and remakes evicted outputs at the end") {
+  // x -> y (a, 1 ms) -> z (b, 1 ms); the framework holds y until after c
+  // (step 2: c reads z only). z is persistent (an output of the iteration),
+  // made by a forward op: it may be evicted and is made again at the end.
+  graph g("held");
+  const index_t x = g.add_tensor({.name = "x", .bytes = 100, .kind = tensor_kind::input, .shape = {}, .dtype = {}});
+  const index_t y = g.add_tensor({.name = "y", .bytes = 100, .kind = tensor_kind::activation, .shape = {}, .dtype = {}});
+  const index_t z = g.add_tensor({.name = "z", .bytes = 100, .kind = tensor_kind::parameter, .shape = {}, .dtype = {}});
+  const index_t w = g.add_tensor({.name = "w", .bytes = 100, .kind = tensor_kind::activation, .shape = {}, .dtype = {}});
+  const auto op = [&](const char* name, std::vector<index_t> in, std::vector<index_t> out) {
+    return g.add_op({.name = name, .type = "op", .phase = phase::forward, .time_us = 1000, .workspace_bytes = 0,
+                     .inputs = std::move(in), .outputs = std::move(out), .recomputable = true, .split_dims = {}});
+  };
+  op("a", {x}, {y});
+  op("b", {y}, {z});
+  const index_t c = op("c", {z}, {w});
+  g.set_released_after(y, c);
+  const problem p = compile(g, schedule{0, 1, 2});
+  CHECK(p.live_end(y) == 1);
+  CHECK(p.held_until(y) == 2);
+  // Budget 300: c's w needs room with x, y (held) and z there: y goes (z
+  // is c's input). Without the hold y would be dead after b: no eviction.
+  const auto held = online::run_dtr(p, 300);
+  REQUIRE(held.pl.feasible);
+  CHECK(held.counts.evictions == 1);
+  CHECK(held.counts.recomputations == 0);
+  // Budget 200: b needs x, y and z; y is its input, x a constant.
+  CHECK(online::run_dtr(p, 200).pl.kind == failure_kind::out_of_memory);
+  const device_spec d = test::byte_per_us_device();
+  check_valid(p, held.pl, d, 300);
+  (void)w;
+  (void)z;
+}
+
 TEST_CASE("allocator time: the simulator and the validator add plan::allocator_us, the plan file keeps it") {
   // dtr at 600 on three layers (above): 800 µs of ops and recompute, 4
   // segments at 50 µs. Twice the driver time adds 200 µs more; a negative
@@ -344,11 +439,16 @@ TEST_CASE("online planners: the tensors without a producer must fit before any r
     INFO(name);
     const plan pl = find_planner(name).run(p, d, 99, planner_options{});
     CHECK(pl.kind == failure_kind::out_of_memory);
-    CHECK_MESSAGE(pl.reason.find("the tensors without a producer need 100 bytes; the allocator cannot place 'x' (100 "
-                                 "bytes) with 0 in segments; budget 99 bytes") != std::string::npos,
-                  pl.reason);
+    CHECK_MESSAGE(pl.reason.find("the tensors without a producer need 100 bytes") != std::string::npos, pl.reason);
     CHECK_FALSE(simulate(p, pl, d, 99).feasible);
   }
+  planner_options caching;
+  caching.extra["allocator"] = "caching";
+  CHECK(find_planner("dtr").run(p, d, 99, caching).reason.find(
+            "the allocator cannot place 'x' (100 bytes) with 0 in segments; budget 99 bytes") != std::string::npos);
+  caching.extra["allocator"] = "cuda";
+  CHECK_THROWS_WITH_AS(find_planner("dtr").run(p, d, 600, caching),
+                       "option '--allocator' takes none or caching, got 'cuda'", invalid_argument);
 }
 
 TEST_CASE("online planners stop at their time limit, infeasible, saying so") {
@@ -398,23 +498,23 @@ TEST_CASE("dtr and delta on zoo models: valid plans under tight budgets") {
         const report rep = simulate(p, pl, d, budget);
         CHECK_MESSAGE(rep.feasible == pl.feasible, rep.failure);
         // At 0.5 some do not fit: vgg16's weights alone exceed it. At 0.8
-        // dtr on the transformer does not either: PyTorch's allocator
-        // (runtime/caching_allocator.hpp) has 1.07 GB of segments when the
-        // 125 MiB output projection needs one more, and the 833 MB live then
-        // are pinned or cannot be recomputed, so no eviction frees a
-        // segment — DTR's fragmentation (DELTA §5.3). DELTA offloads them.
+        // dtr on the transformer does not either: DTR's plan keeps 99.9 % of
+        // the budget live, but its allocations need an arena 0.9 % larger,
+        // and at any tighter target the 125 MiB output projection finds
+        // 833 MB that are pinned or cannot be recomputed. DELTA offloads them.
         const bool fragments = std::string_view(name) == "transformer" && std::string_view(planner) == "dtr";
         if (ratio > 0.6 && !fragments) CHECK_MESSAGE(pl.feasible, pl.reason);
         if (ratio > 0.6 && fragments) {
-          CHECK_MESSAGE(pl.reason.find("the allocator cannot place 131072000 bytes") != std::string::npos, pl.reason);
+          CHECK_MESSAGE(pl.reason.find("the plan's memory layout needs an arena of") != std::string::npos, pl.reason);
         }
         if (!pl.feasible) continue;
         CHECK(rep.peak_bytes <= budget);
         CHECK(pl.best_peak == rep.peak_bytes);  // the simulator's peak: the layout's arena
-        // The allocator's arena: at least the live peak, at most the budget.
+        // The arena: at least the live peak, at most the budget.
         CHECK(pl.arena_bytes <= budget);
         CHECK(pl.arena_bytes >= rep.peak_live_bytes);
-        CHECK(pl.allocator_us > 0);
+        // Driver time: delta's allocator makes segments; dtr's layout is placed ahead.
+        CHECK((pl.allocator_us > 0) == (std::string_view(planner) == "delta"));
         if (std::string_view(name) != "transformer") check_valid(p, pl, d, budget);  // quadratic: small ones
       }
     }

@@ -23,7 +23,9 @@
 ///   recomputed or is dead). A parameter or optimizer state is freed only
 ///   where a host copy holds its latest update (a swap_out issued after the
 ///   last update-phase compute that reads it, or offloaded state's host
-///   copy before any update): it is never lost.
+///   copy before any update), or where this iteration made it with an op
+///   that may be recomputed (not an update), which can make it again: it
+///   is never lost.
 /// - A release (by swap_out or free) takes effect once every earlier-issued
 ///   action that reads or writes that copy has ended; a tensor whose last
 ///   reader in the whole list has ended is released automatically, unless

@@ -466,7 +466,7 @@ class plan_walk {
       return fail_at(a, std::string(": releases a tensor that is not on the device") + not_on_device(a, t));
     }
     const bool saves = act.kind == action_kind::swap_out;
-    if (!saves && p_->persistent(t) && !host_copy_current(a, t)) return false;
+    if (!saves && p_->persistent(t) && !remakeable(t) && !host_copy_current(a, t)) return false;
     v.release(c, saves);
     c = no_index;
     if (saves) {
@@ -474,6 +474,14 @@ class plan_walk {
       last_swap_out_[ti] = a;
     }
     return true;
+  }
+
+  /// Persistent t made this iteration by an op that may run again (not an
+  /// update): a free loses nothing, the op can make it again (plan.hpp).
+  [[nodiscard]] bool remakeable(index_t t) const {
+    const index_t made = p_->producer[static_cast<std::size_t>(t)];
+    return made != no_index && p_->recomputable[static_cast<std::size_t>(made)] != 0 &&
+           p_->op_phase[static_cast<std::size_t>(made)] != phase::update;
   }
 
   /// DESIGN.md §5: persistent state (parameters, optimizer state) is never

@@ -55,6 +55,9 @@ struct problem {
   std::vector<index_t> use_begin;  ///< CSR offsets into `use_steps` (tensors + 1)
   std::vector<index_t> use_steps;  ///< steps reading t, ascending, each once
   std::vector<index_t> last_use;   ///< last step reading t, or no_index
+  /// The step after which the framework drops its last reference to t
+  /// (tensor_info::released_after), or no_index; empty: none known.
+  std::vector<index_t> release;
 
   [[nodiscard]] std::size_t num_steps() const noexcept { return op.size(); }
   [[nodiscard]] std::size_t num_tensors() const noexcept { return bytes.size(); }
@@ -75,6 +78,15 @@ struct problem {
     if (persistent(t)) return static_cast<index_t>(num_steps()) - 1;
     const index_t u = last_use[static_cast<std::size_t>(t)];
     return u == no_index ? live_begin(t) : u;
+  }
+
+  /// Last step at which the framework running the graph still holds t: its
+  /// release where the graph records one (a DTR log), else live_end. A
+  /// planner running inside the framework (DTR) counts t's bytes until then
+  /// unless it evicts t; the simulator frees t after its last reader.
+  [[nodiscard]] index_t held_until(index_t t) const {
+    const index_t r = release.empty() ? no_index : release[static_cast<std::size_t>(t)];
+    return std::max(live_end(t), r);
   }
 
   /// Bytes live during each step, workspace included, with no planning.
@@ -250,6 +262,21 @@ std::vector<index_t> compile_ops(const G& g, const schedule& order, const std::v
   return use_count;
 }
 
+/// The steps after which the framework drops each tensor (compile, for
+/// memplan's graph, where any tensor records one).
+inline void compile_release(const graph& g, const schedule& order, problem& p) {
+  std::vector<index_t> step_of(order.size(), no_index);
+  for (std::size_t s = 0; s < order.size(); ++s) step_of[static_cast<std::size_t>(order[s])] = static_cast<index_t>(s);
+  for (std::size_t t = 0; t < p.num_tensors(); ++t) {
+    const index_t after = g.tensor(static_cast<index_t>(t)).released_after;
+    if (after == no_index) continue;
+    MEMPLAN_EXPECTS(after >= 0 && static_cast<std::size_t>(after) < order.size(), invalid_graph, "tensor '",
+                    p.tensor_name[t], "': released_after names op index ", after, ", which the graph does not have");
+    if (p.release.empty()) p.release.assign(p.num_tensors(), no_index);
+    p.release[t] = step_of[static_cast<std::size_t>(after)];
+  }
+}
+
 /// compile's last phase: the uses of every tensor, in step order (CSR);
 /// every read must come after the tensor is made.
 inline void compile_uses(problem& p, const std::vector<index_t>& use_count) {
@@ -296,6 +323,7 @@ problem compile(const G& g, const schedule& order) {
   MEMPLAN_EXPECTS(!__builtin_add_overflow(total, max_workspace, &total), invalid_graph,
                   "the graph's bytes and workspace add up to more than 2^63 - 1");
   detail::compile_uses(p, use_count);
+  if constexpr (std::is_same_v<G, graph>) detail::compile_release(g, order, p);
   return p;
 }
 

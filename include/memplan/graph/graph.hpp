@@ -33,6 +33,11 @@ struct tensor_info {
   tensor_kind kind = tensor_kind::other;
   std::vector<std::int64_t> shape;  ///< empty when unknown
   std::string dtype;                ///< empty when unknown
+  /// The op (dense index) after which the framework that ran the graph drops
+  /// its last reference to the tensor (a DTR log's RELEASE); no_index: after
+  /// its last reader. Only `dtr`, which runs inside the framework, keeps a
+  /// tensor that long (problem::held_until).
+  index_t released_after = no_index;
 };
 
 /// Elements of a tensor: the product of its shape when known, else its bytes
@@ -125,6 +130,15 @@ class graph {
     o.id = take_id(o.id, next_op_id_);
     ops_.push_back(std::move(o));
     return v;
+  }
+
+  /// Records that the framework drops tensor `t` after op `v` (tensor_info::released_after).
+  /// \throws invalid_graph if `v` is not an op of the graph.
+  void set_released_after(index_t t, index_t v) {
+    MEMPLAN_EXPECTS(v >= 0 && static_cast<std::size_t>(v) < ops_.size(), invalid_graph, "tensor '",
+                    tensors_[static_cast<std::size_t>(t)].name, "': released_after names op index ", v,
+                    ", which the graph does not have (", ops_.size(), " ops)");
+    tensors_[static_cast<std::size_t>(t)].released_after = v;
   }
 
   [[nodiscard]] std::size_t num_ops() const noexcept { return ops_.size(); }

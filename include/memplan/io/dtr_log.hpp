@@ -1,30 +1,34 @@
 #pragma once
 /// \file
 /// Reading the operator logs of the DTR prototype (Kirisame et al., ICLR
-/// 2021; format in docs/formats.md) into a `memplan::graph` run in log order.
+/// 2021; format in docs/formats.md) into a `memplan::graph` run in log order,
+/// as the prototype's simulator reads them (simrd's parser).
 ///
 /// One JSON object per line, every value a string. The log names *handles*;
-/// handles share *storage* (COPY, aliasing results, COPY_FROM), storage dies
-/// when its last handle is released, and a MUTATE makes new versions of the
-/// storage it writes. memplan's graph has one tensor per version of a
-/// storage:
-/// - CONSTANT + MEMORY: a tensor without a producer;
-/// - CALL + (MEMORY, ALIAS) per result: an op reading its arguments' current
-///   versions; a result with ALIAS -1 is a new tensor it writes, one with
-///   ALIAS k a view of argument k (no new bytes, no new tensor);
-/// - MUTATE: an op reading its arguments and writing a new version of each
-///   mutated one (same bytes), which every handle of that storage now names;
+/// each names a tensor (a storage: views share their argument's), which dies
+/// when its last handle goes:
+/// - CONSTANT + MEMORY: a tensor without a producer; after the first op, one
+///   made by a `constant` op of no time that may not run again (the
+///   simulator counts its bytes from there);
+/// - CALL + (MEMORY, ALIAS) per result: an op reading its arguments' tensors;
+///   a result with ALIAS -1 is a new tensor it writes, one with ALIAS k a
+///   handle on argument k's tensor (a view: no bytes, no tensor);
+/// - MUTATE: an op reading its arguments and writing, per mutated argument, a
+///   new tensor of the same bytes, which that argument's handle names from
+///   then on (the simulator's rule: other handles keep the old tensor);
+/// - COPY: one more handle on a tensor; COPY_FROM: a handle names another
+///   tensor; RELEASE: a handle goes;
 /// - ANNOTATE START: what came before is ignored; BACKWARD: later ops, and
 ///   ops whose name contains "backward", are backward ops.
-/// Every op may be recomputed (DTR's assumption). A version still named by
-/// a handle at the end is an output of the iteration and must persist: kind
+/// Every op may be recomputed (DTR's assumption). A tensor still named by a
+/// handle at the end is an output of the iteration and must persist: kind
 /// `parameter`. Other tensors without a producer are `input`s, the rest
 /// `activation`s (forward) or `gradient`s (backward). TIME is in ns.
 ///
-/// memplan frees a tensor after its last reader; DTR's simulator holds it
-/// until its last handle goes. `refcount_peak` is the no-eviction peak under
-/// DTR's rule (a mutation in place, no new bytes), the base of DTR's budget
-/// ratios.
+/// memplan frees a tensor after its last reader; the framework holds it
+/// until its last handle goes: `tensor_info::released_after` records the op
+/// after which that happens, which `dtr` respects. `refcount_peak` is the
+/// no-eviction peak under that rule, the base of DTR's budget ratios.
 
 #include <algorithm>
 #include <cstdint>
@@ -85,11 +89,9 @@ class dtr_log_reader {
     } else if (what == "MUTATE") {
       mutate(j);
     } else if (what == "COPY") {
-      bind(field(j, "DST"), storage_of(field(j, "SRC")));
+      bind(field(j, "DST"), tensor_of(field(j, "SRC")));
     } else if (what == "COPY_FROM") {
-      const std::string dst = field(j, "DST");
-      if (handles_.contains(dst)) drop(dst);
-      bind(dst, storage_of(field(j, "SRC")));
+      rebind(field(j, "DST"), tensor_of(field(j, "SRC")));
     } else if (what == "RELEASE") {
       drop(field(j, "NAME"));
     } else {
@@ -101,10 +103,7 @@ class dtr_log_reader {
     finish_call();
     MEMPLAN_EXPECTS(pending_.empty(), invalid_graph, where(), "the log ends before the MEMORY of '",
                     pending_.empty() ? std::string() : pending_.front(), "'");
-    for (const auto& [h, s] : handles_) {
-      const index_t t = storages_[static_cast<std::size_t>(s)].version;
-      tensors_[static_cast<std::size_t>(t)].kind = tensor_kind::parameter;
-    }
+    for (const auto& [h, t] : handles_) tensors_[static_cast<std::size_t>(t)].kind = tensor_kind::parameter;
     dtr_log log;
     log.graph.set_name(name_);
     for (auto& t : tensors_) log.graph.add_tensor(std::move(t));
@@ -116,11 +115,6 @@ class dtr_log_reader {
   }
 
  private:
-  struct storage {
-    index_t version = no_index;  ///< the tensor holding its current contents
-    std::int64_t handles = 0;
-  };
-
   template <class... Parts>
   [[noreturn]] void fail(const Parts&... parts) const {
     throw invalid_graph(memplan::detail::concat(where(), parts...));
@@ -144,7 +138,8 @@ class dtr_log_reader {
     if (used == 0 || used != text.size() || v < lo) fail("field '", key, "' must be an integer >= ", lo, ", got '", text, "'");
     return v;
   }
-  [[nodiscard]] index_t storage_of(const std::string& handle) const {
+  /// The tensor a handle names.
+  [[nodiscard]] index_t tensor_of(const std::string& handle) const {
     const auto it = handles_.find(handle);
     if (it == handles_.end()) fail("handle '", handle, "' is not defined (or was released)");
     return it->second;
@@ -160,28 +155,40 @@ class dtr_log_reader {
   }
   dtr_log_reader(std::string name, std::int64_t line) : name_(std::move(name)), line_(line) {}
 
-  index_t new_tensor(const std::string& name, bytes_t bytes) {
-    tensors_.push_back({.id = static_cast<std::int64_t>(tensors_.size()), .name = name, .bytes = bytes,
-                        .kind = tensor_kind::input, .shape = {}, .dtype = {}});
+  /// A new tensor (storage) of `bytes`, counted from now on.
+  index_t new_tensor(const std::string& name, bytes_t bytes, tensor_kind kind) {
+    tensors_.push_back({.id = static_cast<std::int64_t>(tensors_.size()), .name = name, .bytes = bytes, .kind = kind,
+                        .shape = {}, .dtype = {}, .released_after = no_index});
+    refs_.push_back(0);
+    used_ += bytes;
+    peak_ = std::max(peak_, used_);
     return static_cast<index_t>(tensors_.size() - 1);
   }
-  void bind(const std::string& handle, index_t s) {
+  void bind(const std::string& handle, index_t t) {
     if (handles_.contains(handle)) fail("handle '", handle, "' is defined twice");
-    handles_.emplace(handle, s);
-    ++storages_[static_cast<std::size_t>(s)].handles;
+    handles_.emplace(handle, t);
+    ++refs_[static_cast<std::size_t>(t)];
+  }
+  /// One handle fewer on t: without handles it is dead after the latest op.
+  void unref(index_t t) {
+    if (--refs_[static_cast<std::size_t>(t)] > 0) return;
+    tensor_info& info = tensors_[static_cast<std::size_t>(t)];
+    used_ -= info.bytes;
+    if (!ops_.empty()) info.released_after = static_cast<index_t>(ops_.size() - 1);
+  }
+  /// `handle` names t from now on (COPY_FROM; a new handle if undefined).
+  void rebind(const std::string& handle, index_t t) {
+    const auto it = handles_.find(handle);
+    if (it == handles_.end()) return bind(handle, t);
+    const index_t old = it->second;
+    it->second = t;
+    ++refs_[static_cast<std::size_t>(t)];
+    unref(old);
   }
   void drop(const std::string& handle) {
-    const auto it = handles_.find(handle);
-    if (it == handles_.end()) fail("handle '", handle, "' is not defined (or was released)");
-    storage& s = storages_[static_cast<std::size_t>(it->second)];
-    handles_.erase(it);
-    if (--s.handles == 0) used_ -= tensors_[static_cast<std::size_t>(s.version)].bytes;
-  }
-  index_t new_storage(index_t version) {
-    storages_.push_back({version, 0});
-    used_ += tensors_[static_cast<std::size_t>(version)].bytes;
-    peak_ = std::max(peak_, used_);
-    return static_cast<index_t>(storages_.size() - 1);
+    const index_t t = tensor_of(handle);
+    handles_.erase(handle);
+    unref(t);
   }
 
   void constant(const std::string& handle) {
@@ -189,8 +196,23 @@ class dtr_log_reader {
     pending_.push_back(handle);
     pending_constant_ = true;
   }
+  /// A constant: a tensor without a producer before the first op; after it,
+  /// one made by a `constant` op of no time that may not run again, so that
+  /// its bytes count from there, as in DTR's simulator.
+  void make_constant(const std::string& handle, bytes_t bytes) {
+    const index_t t = new_tensor(handle, bytes, tensor_kind::input);
+    bind(handle, t);
+    if (ops_.empty()) return;
+    ops_.push_back({.id = static_cast<std::int64_t>(ops_.size()),
+                    .name = memplan::detail::concat("constant.", ops_.size()), .type = "constant",
+                    .phase = backward_ ? phase::backward : phase::forward, .time_us = 0, .workspace_bytes = 0,
+                    .inputs = {}, .outputs = {t}, .recomputable = false, .split_dims = {}});
+  }
   [[nodiscard]] phase phase_of(const std::string& op) const {
     return backward_ || op.find("backward") != std::string::npos ? phase::backward : phase::forward;
+  }
+  [[nodiscard]] tensor_kind made_kind(phase ph) const {
+    return ph == phase::backward ? tensor_kind::gradient : tensor_kind::activation;
   }
   op_info new_op(const nlohmann::json& j) {
     const std::string name = field(j, "NAME");
@@ -201,15 +223,16 @@ class dtr_log_reader {
     if (args == j.end() || !args->is_array()) fail("missing array field 'ARGS'");
     for (const auto& a : *args) {
       if (!a.is_string()) fail("ARGS must hold handle names");
-      const index_t s = storage_of(a.get<std::string>());
-      args_.push_back(s);
-      const index_t t = storages_[static_cast<std::size_t>(s)].version;
+      arg_names_.push_back(a.get<std::string>());
+      const index_t t = tensor_of(arg_names_.back());
+      args_.push_back(t);
       if (std::ranges::find(o.inputs, t) == o.inputs.end()) o.inputs.push_back(t);
     }
     return o;
   }
   void call(const nlohmann::json& j) {
     args_.clear();
+    arg_names_.clear();
     call_ = new_op(j);
     in_call_ = true;
     const auto results = j.find("RESULT");
@@ -219,23 +242,30 @@ class dtr_log_reader {
       pending_.push_back(r.get<std::string>());
     }
   }
+  /// DTR's simulator: a new tensor of the same bytes per mutated argument,
+  /// which that argument's handle names from now on; the old tensor loses
+  /// that handle (other handles still name it).
   void mutate(const nlohmann::json& j) {
     args_.clear();
+    arg_names_.clear();
     op_info o = new_op(j);
     const auto which = j.find("MUTATE");
     if (which == j.end() || !which->is_array()) fail("missing array field 'MUTATE'");
+    std::vector<std::size_t> mutated;
     for (const auto& m : *which) {
       if (!m.is_number_integer() || m.get<std::int64_t>() < 0 || m.get<std::size_t>() >= args_.size()) {
         fail("MUTATE index ", m.dump(), " is not an argument of the op (", args_.size(), " arguments)");
       }
-      storage& s = storages_[static_cast<std::size_t>(args_[m.get<std::size_t>()])];
-      const tensor_info& old = tensors_[static_cast<std::size_t>(s.version)];
-      const index_t t = new_tensor(memplan::detail::concat(old.name, "'"), old.bytes);
-      tensors_[static_cast<std::size_t>(t)].kind = o.phase == phase::backward ? tensor_kind::gradient : tensor_kind::activation;
-      s.version = t;  // in place: no new bytes under DTR's rule
-      o.outputs.push_back(t);
+      const tensor_info& old = tensors_[static_cast<std::size_t>(args_[m.get<std::size_t>()])];
+      o.outputs.push_back(new_tensor(memplan::detail::concat(old.name, "'"), old.bytes, made_kind(o.phase)));
+      mutated.push_back(m.get<std::size_t>());
     }
     ops_.push_back(std::move(o));
+    const op_info& made = ops_.back();
+    for (std::size_t k = 0; k < mutated.size(); ++k) {
+      drop(arg_names_[mutated[k]]);
+      bind(arg_names_[mutated[k]], made.outputs[k]);
+    }
   }
   /// MEMORY or ALIAS of the oldest pending result (or constant).
   void result_line(const nlohmann::json& j, const std::string& what) {
@@ -247,7 +277,7 @@ class dtr_log_reader {
       if (memory_ >= 0) fail("second MEMORY for '", handle, "'");
       memory_ = number(j, "MEMORY", 0);
       if (!pending_constant_) return;  // the ALIAS follows
-      bind(handle, new_storage(new_tensor(handle, memory_)));
+      make_constant(handle, memory_);
     } else {
       if (!in_call_) fail("ALIAS for '", handle, "' outside a CALL");
       if (memory_ < 0) fail("ALIAS for '", handle, "' before its MEMORY");
@@ -258,11 +288,9 @@ class dtr_log_reader {
       if (alias >= 0) {
         bind(handle, args_[static_cast<std::size_t>(alias)]);
       } else {
-        const index_t t = new_tensor(handle, memory_);
-        tensors_[static_cast<std::size_t>(t)].kind =
-            call_.phase == phase::backward ? tensor_kind::gradient : tensor_kind::activation;
+        const index_t t = new_tensor(handle, memory_, made_kind(call_.phase));
         call_.outputs.push_back(t);
-        bind(handle, new_storage(t));
+        bind(handle, t);
       }
     }
     pending_.erase(pending_.begin());
@@ -281,9 +309,10 @@ class dtr_log_reader {
   bool backward_ = false;
   std::vector<tensor_info> tensors_;
   std::vector<op_info> ops_;
-  std::vector<storage> storages_;
+  std::vector<std::int64_t> refs_;    ///< per tensor: the handles naming it
   std::unordered_map<std::string, index_t> handles_;
-  std::vector<index_t> args_;         ///< storages of the current op's arguments
+  std::vector<index_t> args_;         ///< tensors of the current op's arguments
+  std::vector<std::string> arg_names_;
   std::vector<std::string> pending_;  ///< results (or a constant) awaiting MEMORY/ALIAS
   bool pending_constant_ = false;
   bool in_call_ = false;

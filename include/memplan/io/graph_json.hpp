@@ -53,6 +53,7 @@ class graph_reader {
     doc_.graph.set_name(top_.string_or("name", ""));
     read_tensors(top_.array("tensors"));
     read_ops(top_.array("ops"));
+    read_releases(top_.array("tensors"));
     read_schedule();
     check_acyclic();
     check_topological();
@@ -108,6 +109,18 @@ class graph_reader {
         made_by = v;
       }
       doc_.graph.add_op(std::move(o));
+    }
+  }
+
+  /// Each tensor's optional `released_after`: the id of an op.
+  void read_releases(const json& tensors) {
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      const field_reader r(tensors[i], describe_entry("tensor", "tensors", tensors[i], i));
+      if (!r.has("released_after")) continue;
+      const std::int64_t id = r.integer("released_after");
+      const auto it = op_by_id_.find(id);
+      if (it == op_by_id_.end()) r.fail("released_after", "names op id ", id, ", which no op has");
+      doc_.graph.set_released_after(static_cast<index_t>(i), it->second);
     }
   }
 
@@ -238,7 +251,8 @@ class graph_reader {
 
 /// The `memplan-graph` v1 document of `g` run in `order`. Optional fields are
 /// written even when they hold their defaults, so the document does not
-/// depend on them; `shape` and `dtype` are left out when unknown (empty).
+/// depend on them; `shape` and `dtype` are left out when unknown (empty),
+/// `released_after` when the tensor does not record one.
 /// \param order dense op indices (a schedule of `g`).
 /// \throws invalid_graph if `order` names an op `g` does not have.
 [[nodiscard]] inline nlohmann::json to_json(const graph& g, const schedule& order) {
@@ -249,6 +263,7 @@ class graph_reader {
     json entry = {{"id", t.id}, {"name", t.name}, {"bytes", t.bytes}, {"kind", std::string(to_string(t.kind))}};
     if (!t.shape.empty()) entry["shape"] = t.shape;
     if (!t.dtype.empty()) entry["dtype"] = t.dtype;
+    if (t.released_after != no_index) entry["released_after"] = g.op(t.released_after).id;
     tensors.push_back(std::move(entry));
   }
   const auto ids_of = [&g](const std::vector<index_t>& list) {

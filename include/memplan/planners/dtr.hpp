@@ -4,10 +4,13 @@
 /// Tensor Rematerialization", ICLR 2021), eviction by h = c / (m · s)
 /// (dtr/dtr.hpp), and DELTA (Tang et al., "DELTA: Dynamically Optimizing
 /// GPU Memory beyond Tensor Recomputation"), Algo 1-4 with Eq. 1-6
-/// (dtr/delta.hpp). Both run in the online runtime of dtr/online.hpp.
+/// (dtr/delta.hpp). `dtr` runs in DTR's simulator (dtr/dtr_runtime.hpp) or,
+/// with `--allocator caching`, like `delta` in the online runtime on PyTorch's
+/// caching allocator (dtr/online.hpp).
 
 #include "memplan/planners/dtr/delta.hpp"
 #include "memplan/planners/dtr/dtr.hpp"
+#include "memplan/planners/dtr/dtr_runtime.hpp"
 #include "memplan/planners/dtr/online.hpp"
 #include "memplan/planners/dtr/online_state.hpp"
 
@@ -25,4 +28,6 @@ using detail::dtr::release;
 using detail::dtr::release_kind;
 using detail::dtr::residence;
 using detail::dtr::run_online;
+using detail::dtr::dtr_counts;
+using detail::dtr::run_dtr;
 }  // namespace memplan::online

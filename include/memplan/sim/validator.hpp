@@ -628,11 +628,13 @@ struct checker : reading {
                    name(at(last_update, t)), ", which no later swap_out saved"));
     }
   }
-  // DESIGN.md §5: persistent state, and a parameter gradient before its uses, is never freed without a host copy.
+  // DESIGN.md §5: persistent state, and a parameter gradient before its uses, is never freed without a host copy;
+  // persistent state this iteration makes with an op that may run again can be made again (it must end on the
+  // device: check_state_on_device_at_end).
   void check_saved_or_used(index_t a, index_t t) {
     const tensor_kind kind = at(p.kind, t);
     if (at(host_copy, t) != no_index || at(offloaded, t)) return;
-    if (is_persistent(kind)) {
+    if (is_persistent(kind) && !remakeable(t)) {
       error(concat(name(a), ": loses ", to_string(kind), " '", at(p.tensor_name, t), "', which has no host copy"));
       return;
     }
@@ -644,6 +646,11 @@ struct checker : reading {
         return;
       }
     }
+  }
+
+  [[nodiscard]] bool remakeable(index_t t) const {
+    const index_t made = at(p.producer, t);
+    return made != no_index && at(p.recomputable, made) != 0 && at(p.op_phase, made) != phase::update;
   }
 
   // ---- Phase 2c: the end of the iteration ----

@@ -1,22 +1,33 @@
 #pragma once
 /// \file
 /// `dtr`: DTR (Kirisame et al., "Dynamic Tensor Rematerialization", ICLR
-/// 2021), as DELTA §2 and §4.1 describe it: online, recompute only.
-/// Whenever an allocation would exceed the budget, evict the resident
-/// tensor with the smallest h(t) = c(t) / (m(t) · s(t)) — c the recompute
-/// cost of t and its evicted neighbourhood (h_DTR^eq, equivalence classes;
-/// see planners/dtr/online_state.hpp), m its size, s its staleness — and
-/// recompute evicted tensors, recursively, when an op reads them.
+/// 2021): online, recompute only. Whenever an allocation would exceed the
+/// budget, evict the resident tensor with the smallest h(t) = c(t) / (m(t) ·
+/// s(t)) — c the recompute cost of t and its evicted neighbourhood (h_DTR^eq,
+/// equivalence classes), m its size, s its staleness — and recompute
+/// evicted tensors, recursively, when an op reads them.
+///
+/// Two accountings (`--allocator`):
+/// - `none` (default): DTR's own simulator (planners/dtr/dtr_runtime.hpp):
+///   the budget bounds the bytes in use; the plan is then laid out like a
+///   static planner's (verdict.hpp's with_layout).
+/// - `caching`: DTR's policy inside a framework on PyTorch's caching
+///   allocator (planners/dtr/online.hpp), as DELTA §5.2-5.3 measured it:
+///   fragmentation is paid for with evictions, driver calls with time.
 
+#include <array>
 #include <string>
+#include <string_view>
 
+#include "memplan/error.hpp"
 #include "memplan/planners/verdict.hpp"
 #include "memplan/planners/planner.hpp"
+#include "memplan/planners/dtr/dtr_runtime.hpp"
 #include "memplan/planners/dtr/online.hpp"
 
 namespace memplan {
 
-/// DTR's eviction policy.
+/// DTR's eviction policy in the online runtime (`--allocator caching`; DELTA builds on it).
 struct dtr_policy {
   static constexpr bool offloads = false;  ///< recompute only
 
@@ -31,12 +42,35 @@ struct dtr_policy {
 static_assert(detail::dtr::eviction_policy<dtr_policy>);
 
 struct dtr_planner {
-  static constexpr bool lays_out = true;  ///< its allocator's layout (dtr/online.hpp)
+  /// Lays out its own plans: with_layout over DTR's simulator, or the caching allocator's layout.
+  static constexpr bool lays_out = true;
+  static constexpr std::array<planner_option, 1> cli_options{
+      {{"allocator", "A", "none (default: DTR's simulator, the budget bounds the bytes in use) or caching "
+                          "(PyTorch's caching allocator, as DELTA measured DTR)"}}};
+
+  /// `--allocator caching`.
+  /// \throws invalid_argument for another value than none or caching.
+  [[nodiscard]] static bool caching(const planner_options& o) {
+    const std::string_view a = option_text(o, "allocator", "none");
+    MEMPLAN_EXPECTS(a == "none" || a == "caching", invalid_argument, "option '--allocator' takes none or caching, got '",
+                    a, "'");
+    return a == "caching";
+  }
+
   plan operator()(const problem& p, const device_spec& dev, bytes_t budget, const planner_options& o) const {
-    dtr_policy policy;
-    plan pl = detail::dtr::run_online(p, dev, budget, policy, "dtr", o.time_limit_s).result;
-    if (pl.feasible) detail::judge(p, pl, dev);
-    return pl;
+    if (caching(o)) {
+      dtr_policy policy;
+      plan pl = detail::dtr::run_online(p, dev, budget, policy, "dtr", o.time_limit_s).result;
+      if (pl.feasible) detail::judge(p, pl, dev);
+      return pl;
+    }
+    return detail::with_layout(
+        [&](bytes_t target) {
+          plan pl = detail::dtr::run_dtr(p, target, o.time_limit_s).pl;
+          if (pl.feasible) detail::judge(p, pl, dev);
+          return pl;
+        },
+        p, dev, budget);
   }
 };
 static_assert(planner<dtr_planner>);

@@ -1,0 +1,403 @@
+#pragma once
+/// \file
+/// DTR's simulator (Kirisame et al., "Dynamic Tensor Rematerialization",
+/// ICLR 2021, §4 and Appendix C): `detail::dtr::dtr_runtime` runs a schedule
+/// the way the prototype's simulator does (its eager-eviction runtime with
+/// h_DTR^eq) and records what it did as an ordinary action list, which the
+/// simulator and the validator then judge like any plan.
+///
+/// The rules (tools/dtr_simulator.py restates them, independently, as the
+/// check on the DTR logs):
+/// - Memory is the bytes of the tensors on the device, counted until the
+///   framework drops a tensor (problem::held_until: a DTR log's last handle),
+///   not only until its last reader: DTR runs inside the framework.
+/// - An op runs: its inputs' last access is now; those on the device are
+///   locked, the others rematerialised (their producers run again, their own
+///   missing inputs first) in input order and locked; then, while the bytes in
+///   use plus all the op's outputs and workspace exceed the budget, one
+///   tensor is evicted; the op runs (the clock advances by its time), outputs
+///   already on the device are kept and the new ones join the candidates;
+///   the inputs are unlocked. A computed (not recomputed) op's outputs were
+///   last accessed now.
+/// - A tensor the framework drops is evicted at once (it may still be
+///   rematerialised as an input of a recompute); constants (tensors without
+///   a producer, or made from nothing by an op that may not run again) stay.
+/// - Candidates: tensors on the device, unlocked, made by an op that may run
+///   again, in the order they became candidates. The choice is the last one
+///   with the smallest h_DTR^eq = c / (m · s) (the first with 0 ends the
+///   scan): c its producer's time plus the cost of each distinct evicted
+///   class next to it (its producer's inputs and the outputs of the ops that
+///   read it so far), m its bytes, s the clock since its last access (a
+///   score of 0 / 0 or c / 0 is infinite).
+/// - An evicted tensor is a class of its own cost, merged with the classes
+///   of its evicted neighbours (union-find); one rematerialised takes its
+///   cost out of its class without splitting it (DTR's approximation).
+/// - At the end, persistent tensors that were evicted (a DTR log's outputs,
+///   made by ops that may run again) are rematerialised and locked.
+/// Times are integral nanoseconds and scores exact quotients of integers,
+/// so that ties fall as in the prototype.
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "memplan/error.hpp"
+#include "memplan/plan.hpp"
+#include "memplan/plan_builder.hpp"
+#include "memplan/problem.hpp"
+#include "memplan/planners/dtr/deaths.hpp"
+
+namespace memplan::detail::dtr {
+
+/// What a dtr_runtime run did besides the action list.
+struct dtr_counts {
+  index_t evictions = 0;       ///< heuristic evictions (deaths not counted)
+  index_t recomputations = 0;  ///< recompute actions
+  bytes_t peak = 0;            ///< the most bytes in use, as DTR counts them
+};
+
+class dtr_runtime {
+ public:
+  dtr_runtime(const problem& p, bytes_t budget, double time_limit_s)
+      : p_(&p), budget_(budget), time_limit_s_(time_limit_s), b_(p, "dtr", budget), n_(p.num_tensors()),
+        material_(n_, 0), locks_(n_, 0), last_access_(n_, 0), node_(n_, no_index), cost_ns_(n_, -1),
+        next_(n_, no_index), prev_(n_, no_index), in_pool_(n_, 0), dies_after_(p.num_steps()) {
+    const std::vector<index_t> death = death_steps(p, true);
+    for (std::size_t t = 0; t < n_; ++t) {
+      const auto ti = static_cast<index_t>(t);
+      const index_t made = p.producer[t];
+      if (made != no_index && p.recomputable[static_cast<std::size_t>(made)] != 0) cost_ns_[t] = ns(made);
+      if (made == no_index) make_present(ti);
+      // Constants stay (the prototype pins them), and so does what the
+      // outputs are remade from at the end (keep_outputs).
+      const bool constant = made == no_index || (cost_ns_[t] < 0 && p.inputs(made).empty());
+      const index_t dies = std::max(death[t], p.held_until(ti));
+      const bool last = dies + 1 == static_cast<index_t>(p.num_steps());
+      if (!p.persistent(ti) && !constant && !(last && cost_ns_[t] < 0)) {
+        dies_after_[static_cast<std::size_t>(dies)].push_back(ti);
+      }
+    }
+  }
+
+  struct result {
+    plan pl;
+    dtr_counts counts;
+  };
+
+  result run() && {
+    const auto n = static_cast<index_t>(p_->num_steps());
+    bool ok = used_ <= budget_ ||
+              fail(failure_kind::out_of_memory, concat("the tensors without a producer need ", used_, " bytes"));
+    for (index_t s = 0; ok && s < n; ++s) ok = step(s);
+    if (ok) ok = keep_outputs();
+    counts_.peak = peak_;
+    if (ok) b_.set_best_peak(peak_);
+    plan pl = std::move(b_).finish();
+    if (ok) leave_out_last_frees(*p_, pl);
+    return {std::move(pl), counts_};
+  }
+
+  /// A free after which no action reads or makes its tensor is left out:
+  /// the tensor then goes after its last reader (plan.hpp's automatic
+  /// release), no later than DTR lets it go. Persistent tensors keep
+  /// theirs: they never go by themselves.
+  static void leave_out_last_frees(const problem& p, plan& pl) {
+    const std::size_t n = pl.actions.size();
+    std::vector<std::uint8_t> seen(p.num_tensors(), 0);
+    std::vector<std::uint8_t> keep(n, 1);
+    for (std::size_t a = n; a-- > 0;) {
+      const action& x = pl.actions[a];
+      if (x.kind == action_kind::free) {
+        if (seen[at(x.tensor)] == 0 && !p.persistent(x.tensor)) keep[a] = 0;
+      } else {
+        for (const index_t t : p.inputs(x.step)) seen[at(t)] = 1;
+        for (const index_t t : p.outputs(x.step)) seen[at(t)] = 1;
+      }
+      if (x.kind == action_kind::free) seen[at(x.tensor)] = 1;
+    }
+    plan kept = pl;
+    kept.actions.clear();
+    kept.waits.clear();
+    kept.wait_begin.assign(1, 0);
+    std::vector<index_t> renumbered(n, no_index);
+    std::vector<index_t> on;
+    for (std::size_t a = 0; a < n; ++a) {
+      if (keep[a] == 0) continue;
+      on.clear();
+      for (const index_t w : pl.waits_of(a)) {
+        if (renumbered[at(w)] != no_index) on.push_back(renumbered[at(w)]);
+      }
+      renumbered[a] = kept.push(pl.actions[a], on);
+    }
+    pl = std::move(kept);
+  }
+
+ private:
+  [[nodiscard]] static std::size_t at(index_t t) { return static_cast<std::size_t>(t); }
+  /// Step s's time in integral nanoseconds (a DTR log's own unit).
+  [[nodiscard]] std::int64_t ns(index_t s) const {
+    return std::llround(p_->time_us[static_cast<std::size_t>(s)] * 1e3);
+  }
+
+  bool step(index_t s) {
+    step_ = s;
+    step_recomputes_ = 0;
+    if (out_of_time()) {
+      return fail(failure_kind::time_limit,
+                  concat("the time limit of ", time_limit_s_, " s ran out before the last step"));
+    }
+    if (!materialise(s, action_kind::compute, no_index)) return false;
+    for (const index_t t : p_->outputs(s)) last_access_[at(t)] = clock_;
+    for (const index_t t : dies_after_[static_cast<std::size_t>(s)]) {
+      if (material_[at(t)] != 0) evict(t);
+    }
+    return true;
+  }
+
+  /// Runs step u (compute), or again for its output `wanted` (recompute):
+  /// inputs present and locked, room made, then the op.
+  bool materialise(index_t u, action_kind kind, index_t wanted) {
+    const auto inputs = p_->inputs(u);
+    for (const index_t in : inputs) last_access_[at(in)] = clock_;
+    std::vector<index_t> missing;
+    for (const index_t in : inputs) {
+      if (material_[at(in)] != 0) {
+        lock(in);
+      } else {
+        missing.push_back(in);
+      }
+    }
+    for (const index_t in : missing) {
+      if (material_[at(in)] == 0 && !rematerialise(in)) return false;
+      lock(in);
+    }
+    bytes_t need = p_->workspace[static_cast<std::size_t>(u)];
+    for (const index_t t : p_->outputs(u)) need += p_->bytes[at(t)];
+    if (!make_room(need, u)) return false;
+    run_op(u, kind, wanted, need);
+    for (const index_t in : inputs) unlock(in);
+    return true;
+  }
+
+  /// The op runs: every output is allocated (those already present are
+  /// given back after), the new ones become candidates, their classes lose
+  /// their cost.
+  void run_op(index_t u, action_kind kind, index_t wanted, bytes_t need) {
+    clock_ += ns(u);
+    used_ += need;
+    peak_ = std::max(peak_, used_);
+    used_ -= p_->workspace[static_cast<std::size_t>(u)];
+    kind == action_kind::compute ? b_.compute(u) : b_.recompute(u);
+    const auto outputs = p_->outputs(u);
+    made_.clear();
+    for (const index_t t : outputs) {
+      if (t == wanted) continue;
+      if (material_[at(t)] != 0) {
+        used_ -= p_->bytes[at(t)];
+      } else {
+        made_.push_back(t);
+      }
+    }
+    if (wanted != no_index) made_.push_back(wanted);
+    for (const index_t t : made_) {
+      if (node_[at(t)] != no_index) {
+        value_[at(find(node_[at(t)]))] -= cost_ns_[at(t)];
+        node_[at(t)] = no_index;
+      }
+      make_present(t);
+    }
+  }
+
+  /// Recomputes t's producer (t was evicted and is read again).
+  bool rematerialise(index_t t) {
+    const index_t u = p_->producer[at(t)];
+    // More recomputes for one step than there are steps: what is left is
+    // evicting and remaking the same tensors (thrashing).
+    if (++step_recomputes_ > static_cast<index_t>(p_->num_steps())) {
+      return fail(failure_kind::out_of_memory,
+                  concat("rematerialisation thrashes (", step_recomputes_, " recomputes for one step)"));
+    }
+    ++counts_.recomputations;
+    b_.decide(t, decision::recompute);
+    return materialise(u, action_kind::recompute, t);
+  }
+
+  /// Evicts until `need` more bytes fit the budget.
+  bool make_room(bytes_t need, index_t u) {
+    while (used_ + need > budget_) {
+      const index_t t = choose();
+      if (t == no_index) {
+        return fail(failure_kind::out_of_memory,
+                    concat("op '", p_->op_name[static_cast<std::size_t>(u)], "' needs ", need, " bytes with ", used_,
+                           " in use; nothing left to evict"));
+      }
+      evict(t);
+      ++counts_.evictions;
+    }
+    return true;
+  }
+
+  // ---- candidates (in the order they became candidates) and locks ----
+
+  void make_present(index_t t) {
+    material_[at(t)] = 1;
+    used_ += p_->producer[at(t)] == no_index ? p_->bytes[at(t)] : 0;  // without a producer: there from the start
+    peak_ = std::max(peak_, used_);
+    join_pool(t);
+  }
+  void join_pool(index_t t) {
+    if (in_pool_[at(t)] != 0 || locks_[at(t)] > 0 || cost_ns_[at(t)] < 0) return;
+    in_pool_[at(t)] = 1;
+    prev_[at(t)] = tail_;
+    next_[at(t)] = no_index;
+    (tail_ == no_index ? head_ : next_[at(tail_)]) = t;
+    tail_ = t;
+  }
+  void leave_pool(index_t t) {
+    if (in_pool_[at(t)] == 0) return;
+    in_pool_[at(t)] = 0;
+    (prev_[at(t)] == no_index ? head_ : next_[at(prev_[at(t)])]) = next_[at(t)];
+    (next_[at(t)] == no_index ? tail_ : prev_[at(next_[at(t)])]) = prev_[at(t)];
+  }
+  void lock(index_t t) {
+    if (locks_[at(t)]++ == 0) leave_pool(t);
+  }
+  void unlock(index_t t) {
+    if (--locks_[at(t)] == 0) join_pool(t);
+  }
+
+  // ---- h_DTR^eq ----
+
+  /// Producer's inputs and the outputs of the ops that read t so far.
+  template <class F>
+  void for_each_neighbour(index_t t, F f) const {
+    const index_t made = p_->producer[at(t)];
+    if (made != no_index) {
+      for (const index_t in : p_->inputs(made)) f(in);
+    }
+    for (const index_t u : p_->uses(t)) {
+      if (u > step_) break;
+      for (const index_t out : p_->outputs(u)) f(out);
+    }
+  }
+  [[nodiscard]] long double score(index_t t) const {
+    std::int64_t cost = cost_ns_[at(t)];
+    roots_.clear();
+    for_each_neighbour(t, [&](index_t n) {
+      if (n == t || node_[at(n)] == no_index) return;
+      const index_t r = find(node_[at(n)]);
+      if (std::ranges::find(roots_, r) != roots_.end()) return;
+      roots_.push_back(r);
+      cost += value_[at(r)];
+    });
+    const auto denominator = static_cast<long double>(p_->bytes[at(t)]) * static_cast<long double>(clock_ - last_access_[at(t)]);
+    return denominator > 0 ? static_cast<long double>(cost) / denominator : std::numeric_limits<long double>::infinity();
+  }
+  [[nodiscard]] index_t choose() const {
+    index_t best = no_index;
+    long double low = std::numeric_limits<long double>::infinity();
+    for (index_t t = head_; t != no_index; t = next_[at(t)]) {
+      const long double h = score(t);
+      if (h <= low) low = h, best = t;
+      if (h == 0) break;
+    }
+    return best;
+  }
+  /// t leaves the device without a copy and becomes an evicted class.
+  void evict(index_t t) {
+    material_[at(t)] = 0;
+    used_ -= p_->bytes[at(t)];
+    leave_pool(t);
+    b_.free(t);
+    if (cost_ns_[at(t)] < 0) return;  // cannot come back: no class
+    node_[at(t)] = static_cast<index_t>(uf_parent_.size());
+    uf_parent_.push_back(node_[at(t)]);
+    value_.push_back(cost_ns_[at(t)]);
+    for_each_neighbour(t, [&](index_t n) {
+      if (n == t || node_[at(n)] == no_index) return;
+      const index_t a = find(node_[at(n)]);
+      const index_t b = find(node_[at(t)]);
+      if (a == b) return;
+      uf_parent_[at(a)] = b;
+      value_[at(b)] += value_[at(a)];
+    });
+  }
+  [[nodiscard]] index_t find(index_t x) const {
+    while (uf_parent_[at(x)] != x) {
+      auto& up = uf_parent_[at(x)];
+      up = uf_parent_[at(up)];  // path halving
+      x = up;
+    }
+    return x;
+  }
+
+  /// The framework's outputs (persistent tensors with a producer) end on
+  /// the device: those evicted are rematerialised, then all are locked.
+  bool keep_outputs() {
+    step_ = static_cast<index_t>(p_->num_steps()) - 1;
+    for (std::size_t t = 0; t < n_; ++t) {
+      const auto ti = static_cast<index_t>(t);
+      if (!p_->persistent(ti) || p_->producer[t] == no_index) continue;
+      step_recomputes_ = 0;
+      if (material_[t] == 0 && !rematerialise(ti)) return false;
+      lock(ti);
+    }
+    return true;
+  }
+
+  [[nodiscard]] bool out_of_time() const {
+    return time_limit_s_ > 0 &&
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count() >= time_limit_s_;
+  }
+  /// Stops the run, infeasible: `kind` and `why` at the current step.
+  bool fail(failure_kind kind, const std::string& why) {
+    const auto s = static_cast<std::size_t>(step_);
+    b_.infeasible(kind, concat("dtr: at step ", s, " (op '", p_->op_name[s], "'), ", why, "; budget ", budget_, " bytes"),
+                  peak_);
+    return false;
+  }
+
+  const problem* p_;
+  bytes_t budget_;
+  double time_limit_s_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  plan_builder b_;
+  std::size_t n_;
+  dtr_counts counts_;
+  index_t step_ = 0;
+  index_t step_recomputes_ = 0;
+  std::int64_t clock_ = 1;  ///< ns; the prototype's clock starts at 1
+  bytes_t used_ = 0;
+  bytes_t peak_ = 0;
+  // Per tensor.
+  std::vector<std::uint8_t> material_;
+  std::vector<std::int32_t> locks_;
+  std::vector<std::int64_t> last_access_;
+  std::vector<index_t> node_;        ///< its class node while evicted, or no_index
+  std::vector<std::int64_t> cost_ns_;  ///< its producer's time; -1: cannot be recomputed
+  std::vector<index_t> next_;          ///< the candidate list
+  std::vector<index_t> prev_;
+  std::vector<std::uint8_t> in_pool_;
+  index_t head_ = no_index;
+  index_t tail_ = no_index;
+  std::vector<std::vector<index_t>> dies_after_;  ///< per step, the tensors dropped after it
+  std::vector<index_t> made_;
+  // Evicted classes.
+  mutable std::vector<index_t> uf_parent_;
+  std::vector<std::int64_t> value_;
+  mutable std::vector<index_t> roots_;
+};
+
+/// DTR's simulator on `p` under `budget` (see the file comment). An op that
+/// cannot be made room for makes the plan infeasible (cut at that step),
+/// as does running past `time_limit_s` (0: no limit).
+[[nodiscard]] inline dtr_runtime::result run_dtr(const problem& p, bytes_t budget, double time_limit_s = 0) {
+  return dtr_runtime(p, budget, time_limit_s).run();
+}
+
+}  // namespace memplan::detail::dtr
