@@ -7,9 +7,10 @@
 /// One JSON object per line, every value a string. The log names *handles*;
 /// each names a tensor (a storage: views share their argument's), which dies
 /// when its last handle goes:
-/// - CONSTANT + MEMORY: a tensor without a producer; after the first op, one
-///   made by a `constant` op of no time that may not run again (the
-///   simulator counts its bytes from there);
+/// - CONSTANT + MEMORY: a tensor without a producer (on the device from the
+///   start; DTR's simulator counts one that comes after the first op from
+///   where it comes, as `refcount_peak` does: 12 MB of scalars in the
+///   Unrolled GAN, bytes elsewhere);
 /// - CALL + (MEMORY, ALIAS) per result: an op reading its arguments' tensors;
 ///   a result with ALIAS -1 is a new tensor it writes, one with ALIAS k a
 ///   handle on argument k's tensor (a view: no bytes, no tensor);
@@ -196,18 +197,6 @@ class dtr_log_reader {
     pending_.push_back(handle);
     pending_constant_ = true;
   }
-  /// A constant: a tensor without a producer before the first op; after it,
-  /// one made by a `constant` op of no time that may not run again, so that
-  /// its bytes count from there, as in DTR's simulator.
-  void make_constant(const std::string& handle, bytes_t bytes) {
-    const index_t t = new_tensor(handle, bytes, tensor_kind::input);
-    bind(handle, t);
-    if (ops_.empty()) return;
-    ops_.push_back({.id = static_cast<std::int64_t>(ops_.size()),
-                    .name = memplan::detail::concat("constant.", ops_.size()), .type = "constant",
-                    .phase = backward_ ? phase::backward : phase::forward, .time_us = 0, .workspace_bytes = 0,
-                    .inputs = {}, .outputs = {t}, .recomputable = false, .split_dims = {}});
-  }
   [[nodiscard]] phase phase_of(const std::string& op) const {
     return backward_ || op.find("backward") != std::string::npos ? phase::backward : phase::forward;
   }
@@ -277,7 +266,7 @@ class dtr_log_reader {
       if (memory_ >= 0) fail("second MEMORY for '", handle, "'");
       memory_ = number(j, "MEMORY", 0);
       if (!pending_constant_) return;  // the ALIAS follows
-      make_constant(handle, memory_);
+      bind(handle, new_tensor(handle, memory_, tensor_kind::input));
     } else {
       if (!in_call_) fail("ALIAS for '", handle, "' outside a CALL");
       if (memory_ < 0) fail("ALIAS for '", handle, "' before its MEMORY");
