@@ -122,10 +122,21 @@ TEST_CASE("a graph built in code gets ids from add_tensor and add_op, and writes
   CHECK(g.tensor(y).id == 11);
   CHECK(g.op(0).id == 0);
   CHECK(g.op(1).id == 7);
+  // The framework drops x after relu (a DTR log's RELEASE): written as relu's id, read back as its index.
+  g.set_released_after(x, 1);
+  CHECK_THROWS_WITH_AS(g.set_released_after(y, 2),
+                       "tensor 'y': released_after names op index 2, which the graph does not have (2 ops)",
+                       memplan::invalid_graph);
   const auto back = round_trip({g, memplan::topological_schedule(g)});
   REQUIRE(back.graph.num_tensors() == 3);
   CHECK(back.graph.tensor(2).id == 11);
   CHECK(back.graph.op(1).id == 7);
+  CHECK(back.graph.tensor(x).released_after == 1);
+  CHECK(back.graph.tensor(y).released_after == memplan::no_index);
+  const memplan::problem p = memplan::compile(back.graph, back.schedule);
+  CHECK(p.live_end(x) == 0);
+  CHECK(p.held_until(x) == 1);
+  CHECK(p.held_until(y) == 1);
 }
 
 TEST_CASE("memplan-graph: tiny.json reads with its ids, schedule and defaults") {
@@ -261,6 +272,8 @@ TEST_CASE("memplan-graph: tensor fields") {
   expect_invalid_graph(set("shape", "3x4"), {"tensor 'h' (id 102)", "field 'shape'", "array"});
   expect_invalid_graph(set("shape", {3, -4}), {"tensor 'h' (id 102)", "field 'shape[1]'", "-4"});
   expect_invalid_graph(set("dtype", 32), {"tensor 'h' (id 102)", "field 'dtype'", "string"});
+  expect_invalid_graph(set("released_after", 999), {"tensor 'h' (id 102)", "field 'released_after'", "names op id 999"});
+  expect_invalid_graph(set("released_after", -1), {"tensor 'h' (id 102)", "field 'released_after'"});
   expect_invalid_graph(tiny_with([](json& d) { d["tensors"][h] = 5; }), {"tensors[2]", "must be a JSON object"});
 }
 

@@ -220,6 +220,51 @@ TEST_CASE("lost parameter and parameter gradient") {
 
 namespace {
 
+/// Step 0 f (forward, or `made` phase): x -> y, an output of the iteration
+/// (kind parameter); step 1 g (forward): x -> z. 10 B each, 5 µs each.
+problem made_state(phase made) {
+  test::graph_maker m;
+  const index_t x = m.tensor("x", 10, tensor_kind::input);
+  const index_t y = m.tensor("y", 10, tensor_kind::parameter);
+  const index_t z = m.tensor("z", 10, tensor_kind::activation);
+  m.op("f", 5, {x}, {y}, 0, made);
+  m.op("g", 5, {x}, {z});
+  return m.compile();
+}
+
+}  // namespace
+
+TEST_CASE("state this iteration makes with an op that may run again may be freed and made again") {
+  SUBCASE("freed, then remade before the end (DTR's outputs, dtr_runtime.hpp)") {
+    const problem p = made_state(phase::forward);
+    plan_builder b(p, "ok", 1000);
+    b.compute(0);
+    b.free(1);
+    b.compute(1);
+    b.recompute(0);
+    // x and y at f; x and z at g; x and y again: 20 B; three ops of 5 µs.
+    expect_accepted(p, std::move(b).finish(), 1000, 20, 15);
+  }
+  SUBCASE("freed and left off the device") {
+    const problem p = made_state(phase::forward);
+    plan_builder b(p, "bad", 1000);
+    b.compute(0);
+    b.free(1);
+    b.compute(1);
+    expect_rejected(p, std::move(b).finish(), 1000, "parameter 'y' is off the device at the end of the iteration");
+  }
+  SUBCASE("made by an op that may not run again: freeing it loses it") {
+    const problem p = made_state(phase::backward);
+    plan_builder b(p, "bad", 1000);
+    b.compute(0);
+    b.free(1);
+    b.compute(1);
+    expect_rejected(p, std::move(b).finish(), 1000, "action 1 (free 'y'): loses parameter 'y'");
+  }
+}
+
+namespace {
+
 /// Step 0 grad (backward): w -> gw; step 1 sgd (update): w, gw -> w.next;
 /// every tensor 10 B.
 problem grad_and_sgd() {
