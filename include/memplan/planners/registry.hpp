@@ -92,7 +92,7 @@ inline constexpr std::array planner_entries{
 #endif
     entry<capuchin_planner>("capuchin",
                             "measured execution, FT-ranked swaps and MSPS recomputation, feedback (Peng et al. 2020)"),
-    entry<dtr_planner>("dtr", "DTR: online eviction by h = c / (m s), recompute only (Kirisame et al. 2021)"),
+    entry<dtr_planner>("dtr", "DTR's simulator: online eviction by h = c / (m s), recompute only (Kirisame et al. 2021)"),
     entry<delta_planner>("delta", "DELTA: online filter + evict/offload director + prefetcher (Tang et al.)"),
     entry<tsplit_nosplit_planner>("tsplit-nosplit", "TSPLIT w/o split: Algo 2 over swap (Eq. 3, PCIe occupancy) and recompute (Eq. 4)"),
     entry<tsplit_planner>("tsplit", "TSPLIT: Algo 2 over swap, recompute and tensor split (Eq. 2-6, Nie et al. 2022)"),

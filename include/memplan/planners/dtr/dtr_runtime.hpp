@@ -49,8 +49,8 @@
 #include "memplan/error.hpp"
 #include "memplan/plan.hpp"
 #include "memplan/plan_builder.hpp"
-#include "memplan/problem.hpp"
 #include "memplan/planners/dtr/deaths.hpp"
+#include "memplan/problem.hpp"
 
 namespace memplan::detail::dtr {
 
@@ -64,9 +64,20 @@ struct dtr_counts {
 class dtr_runtime {
  public:
   dtr_runtime(const problem& p, bytes_t budget, double time_limit_s)
-      : p_(&p), budget_(budget), time_limit_s_(time_limit_s), b_(p, "dtr", budget), n_(p.num_tensors()),
-        material_(n_, 0), locks_(n_, 0), last_access_(n_, 0), node_(n_, no_index), cost_ns_(n_, -1),
-        next_(n_, no_index), prev_(n_, no_index), in_pool_(n_, 0), dies_after_(p.num_steps()) {
+      : p_(&p),
+        budget_(budget),
+        time_limit_s_(time_limit_s),
+        b_(p, "dtr", budget),
+        n_(p.num_tensors()),
+        material_(n_, 0),
+        locks_(n_, 0),
+        last_access_(n_, 0),
+        node_(n_, no_index),
+        cost_ns_(n_, -1),
+        next_(n_, no_index),
+        prev_(n_, no_index),
+        in_pool_(n_, 0),
+        dies_after_(p.num_steps()) {
     const std::vector<index_t> death = death_steps(p, true);
     for (std::size_t t = 0; t < n_; ++t) {
       const auto ti = static_cast<index_t>(t);
@@ -232,9 +243,8 @@ class dtr_runtime {
     while (used_ + need > budget_) {
       const index_t t = choose();
       if (t == no_index) {
-        return fail(failure_kind::out_of_memory,
-                    concat("op '", p_->op_name[static_cast<std::size_t>(u)], "' needs ", need, " bytes with ", used_,
-                           " in use; nothing left to evict"));
+        return fail(failure_kind::out_of_memory, concat("op '", p_->op_name[static_cast<std::size_t>(u)], "' needs ",
+                                                        need, " bytes with ", used_, " in use; nothing left to evict"));
       }
       evict(t);
       ++counts_.evictions;
@@ -295,8 +305,10 @@ class dtr_runtime {
       roots_.push_back(r);
       cost += value_[at(r)];
     });
-    const auto denominator = static_cast<long double>(p_->bytes[at(t)]) * static_cast<long double>(clock_ - last_access_[at(t)]);
-    return denominator > 0 ? static_cast<long double>(cost) / denominator : std::numeric_limits<long double>::infinity();
+    const auto denominator =
+        static_cast<long double>(p_->bytes[at(t)]) * static_cast<long double>(clock_ - last_access_[at(t)]);
+    return denominator > 0 ? static_cast<long double>(cost) / denominator
+                           : std::numeric_limits<long double>::infinity();
   }
   [[nodiscard]] index_t choose() const {
     index_t best = no_index;
@@ -357,8 +369,8 @@ class dtr_runtime {
   /// Stops the run, infeasible: `kind` and `why` at the current step.
   bool fail(failure_kind kind, const std::string& why) {
     const auto s = static_cast<std::size_t>(step_);
-    b_.infeasible(kind, concat("dtr: at step ", s, " (op '", p_->op_name[s], "'), ", why, "; budget ", budget_, " bytes"),
-                  peak_);
+    b_.infeasible(
+        kind, concat("dtr: at step ", s, " (op '", p_->op_name[s], "'), ", why, "; budget ", budget_, " bytes"), peak_);
     return false;
   }
 
@@ -378,7 +390,7 @@ class dtr_runtime {
   std::vector<std::uint8_t> material_;
   std::vector<std::int32_t> locks_;
   std::vector<std::int64_t> last_access_;
-  std::vector<index_t> node_;        ///< its class node while evicted, or no_index
+  std::vector<index_t> node_;          ///< its class node while evicted, or no_index
   std::vector<std::int64_t> cost_ns_;  ///< its producer's time; -1: cannot be recomputed
   std::vector<index_t> next_;          ///< the candidate list
   std::vector<index_t> prev_;
