@@ -20,37 +20,15 @@ io::dtr_log read(const std::string& text) {
   return io::read_dtr_log(in, "test");
 }
 
-// A warm-up op (ignored), then: w (constant, 40 B) kept to the end; x (100
-// B) read by conv (2 ms) -> y (300 B); relu_ (1 ms) mutates y in place;
-// view (0.5 ms) aliases y as v; COPY z = w; after BACKWARD, conv_backward
-// (3 ms) reads v and w -> g (200 B); releases drop x, y, v and g.
-const char* hand_log = R"({"INSTRUCTION":"CONSTANT","NAME":"old"}
-{"INSTRUCTION":"MEMORY","MEMORY":"999","NAME":"old"}
-{"ANNOTATION":"START","INSTRUCTION":"ANNOTATE"}
-{"INSTRUCTION":"CONSTANT","NAME":"w"}
-{"INSTRUCTION":"MEMORY","MEMORY":"40","NAME":"w"}
-{"INSTRUCTION":"CONSTANT","NAME":"x"}
-{"INSTRUCTION":"MEMORY","MEMORY":"100","NAME":"x"}
-{"ARGS":["x","w"],"INSTRUCTION":"CALL","NAME":"conv","RESULT":["y"],"TIME":"2000000"}
-{"INSTRUCTION":"MEMORY","MEMORY":"300","NAME":"y"}
-{"ALIAS":"-1","INSTRUCTION":"ALIAS","NAME":"y"}
-{"ARGS":["y"],"INSTRUCTION":"MUTATE","MUTATE":[0],"NAME":"relu_","TIME":"1000000"}
-{"ARGS":["y"],"INSTRUCTION":"CALL","NAME":"view","RESULT":["v"],"TIME":"500000"}
-{"INSTRUCTION":"MEMORY","MEMORY":"300","NAME":"v"}
-{"ALIAS":"0","INSTRUCTION":"ALIAS","NAME":"v"}
-{"DST":"z","INSTRUCTION":"COPY","SRC":"w"}
-{"INSTRUCTION":"RELEASE","NAME":"x"}
-{"INSTRUCTION":"RELEASE","NAME":"y"}
-{"ANNOTATION":"BACKWARD","INSTRUCTION":"ANNOTATE"}
-{"ARGS":["v","z"],"INSTRUCTION":"CALL","NAME":"conv_backward","RESULT":["g"],"TIME":"3000000"}
-{"INSTRUCTION":"MEMORY","MEMORY":"200","NAME":"g"}
-{"ALIAS":"-1","INSTRUCTION":"ALIAS","NAME":"g"}
-{"INSTRUCTION":"RELEASE","NAME":"v"}
-{"INSTRUCTION":"RELEASE","NAME":"g"}
-)";
+// tests/data/dtr-hand.log (tests/python/test_dtr_simulator.py reads it too).
+// A warm-up constant (ignored), then: w (constant, 40 B) kept to the end; x
+// (100 B) read by conv (2 ms) -> y (300 B); relu_ (1 ms) mutates y: y' in
+// new memory, which handle y names from then on; view (0.5 ms) of y' as v;
+// COPY z = w; after BACKWARD, conv_backward (3 ms) reads v and z -> g (200
+// B); releases drop x, y, v and g.
 
 TEST_CASE("dtr log: every instruction, by hand") {
-  const io::dtr_log log = read(hand_log);
+  const io::dtr_log log = io::read_dtr_log_file(MEMPLAN_SOURCE_DIR "/tests/data/dtr-hand.log");
   const graph& g = log.graph;
   // Tensors: w, x, y, y' (relu_'s version), g. The warm-up's 'old' is gone.
   REQUIRE(g.num_tensors() == 5);

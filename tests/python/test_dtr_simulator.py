@@ -15,34 +15,14 @@ README = {  # the corpus README: peak (GB), compute (ms), ratios at 0.3, 0.5, 0.
     "resnet32": (10.06, 291.9, (1.179, 1.107, 1.046, 1.013)),
     "transformer": (9.86, 276.3, (1.124, 1.058, 1.031, 1.009)),
 }
-# A log like tests/test_dtr_log.cpp's: w 40 B and x 100 B, conv -> y 300 B, relu_
-# writes y' (300 B, new memory), a view of y', backward -> g 200 B.
-HAND = """{"ANNOTATION":"START","INSTRUCTION":"ANNOTATE"}
-{"INSTRUCTION":"CONSTANT","NAME":"w"}
-{"INSTRUCTION":"MEMORY","MEMORY":"40","NAME":"w"}
-{"INSTRUCTION":"CONSTANT","NAME":"x"}
-{"INSTRUCTION":"MEMORY","MEMORY":"100","NAME":"x"}
-{"ARGS":["x","w"],"INSTRUCTION":"CALL","NAME":"conv","RESULT":["y"],"TIME":"2000000"}
-{"INSTRUCTION":"MEMORY","MEMORY":"300","NAME":"y"}
-{"ALIAS":"-1","INSTRUCTION":"ALIAS","NAME":"y"}
-{"ARGS":["y"],"INSTRUCTION":"MUTATE","MUTATE":[0],"NAME":"relu_","TIME":"1000000"}
-{"ARGS":["y"],"INSTRUCTION":"CALL","NAME":"view","RESULT":["v"],"TIME":"500000"}
-{"INSTRUCTION":"MEMORY","MEMORY":"300","NAME":"v"}
-{"ALIAS":"0","INSTRUCTION":"ALIAS","NAME":"v"}
-{"INSTRUCTION":"RELEASE","NAME":"x"}
-{"INSTRUCTION":"RELEASE","NAME":"y"}
-{"ARGS":["v","w"],"INSTRUCTION":"CALL","NAME":"conv_backward","RESULT":["g"],"TIME":"3000000"}
-{"INSTRUCTION":"MEMORY","MEMORY":"200","NAME":"g"}
-{"ALIAS":"-1","INSTRUCTION":"ALIAS","NAME":"g"}
-{"INSTRUCTION":"RELEASE","NAME":"v"}
-{"INSTRUCTION":"RELEASE","NAME":"g"}
-"""
+# tests/data/dtr-hand.log (tests/test_dtr_log.cpp): a warm-up op, then w 40
+# B and x 100 B, conv -> y 300 B, relu_ writes y' (300 B, new memory), a
+# view of y', backward -> g 200 B.
+HAND = ROOT / "tests" / "data" / "dtr-hand.log"
 
 
-def check_hand(tmp):
-    path = tmp / "hand.log"
-    path.write_text(HAND)
-    schedule = dtr_simulator.read_log(path)
+def check_hand():
+    schedule = dtr_simulator.read_log(HAND)
     peak, compute = dtr_simulator.baseline(schedule)
     # w + x + y + y' = 740 at relu_; 6.5 ms of ops.
     assert (peak, compute) == (740, 6_500_000), (peak, compute)
@@ -53,9 +33,7 @@ def check_hand(tmp):
 
 
 def main():
-    import tempfile
-    with tempfile.TemporaryDirectory() as tmp:
-        check_hand(pathlib.Path(tmp))
+    check_hand()
     if not CORPUS.is_dir():
         print(f"SKIPPED: {CORPUS} is absent")
         return 77

@@ -49,7 +49,7 @@
 #include "memplan/error.hpp"
 #include "memplan/plan.hpp"
 #include "memplan/plan_builder.hpp"
-#include "memplan/planners/dtr/deaths.hpp"
+#include "memplan/planners/dtr/lineage.hpp"
 #include "memplan/problem.hpp"
 
 namespace memplan::detail::dtr {
@@ -283,18 +283,12 @@ class dtr_runtime {
 
   // ---- h_DTR^eq ----
 
-  /// Producer's inputs and the outputs of the ops that read t so far.
+  /// t's neighbours now (lineage.hpp).
   template <class F>
   void for_each_neighbour(index_t t, F f) const {
-    const index_t made = p_->producer[at(t)];
-    if (made != no_index) {
-      for (const index_t in : p_->inputs(made)) f(in);
-    }
-    for (const index_t u : p_->uses(t)) {
-      if (u > step_) break;
-      for (const index_t out : p_->outputs(u)) f(out);
-    }
+    detail::dtr::for_each_neighbour(*p_, t, step_, f);
   }
+
   [[nodiscard]] long double score(index_t t) const {
     std::int64_t cost = cost_ns_[at(t)];
     roots_.clear();

@@ -49,7 +49,7 @@
 #include "memplan/plan.hpp"
 #include "memplan/plan_builder.hpp"
 #include "memplan/problem.hpp"
-#include "memplan/planners/dtr/deaths.hpp"
+#include "memplan/planners/dtr/lineage.hpp"
 #include "memplan/planners/dtr/online_state.hpp"
 
 namespace memplan::detail::dtr {

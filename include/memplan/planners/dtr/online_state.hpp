@@ -34,6 +34,7 @@
 
 #include "memplan/fwd.hpp"
 #include "memplan/graph/vocabulary.hpp"
+#include "memplan/planners/dtr/lineage.hpp"
 #include "memplan/problem.hpp"
 
 namespace memplan::detail::dtr {
@@ -242,19 +243,12 @@ class online_state {
     position_[at(t)] = no_index;
   }
 
-  /// Parents (inputs of t's producer) and made children (outputs of the
-  /// steps reading t, up to the current step).
+  /// t's neighbours now (lineage.hpp).
   template <class F>
   void for_each_neighbour(index_t t, F f) const {
-    const index_t made = p_->producer[at(t)];
-    if (made != no_index) {
-      for (const index_t in : p_->inputs(made)) f(in);
-    }
-    for (const index_t u : p_->uses(t)) {
-      if (u > step_) break;
-      for (const index_t out : p_->outputs(u)) f(out);
-    }
+    detail::dtr::for_each_neighbour(*p_, t, step_, f);
   }
+
   /// c0(t) plus each distinct evicted class next to t; `enlist` records t
   /// on the border of those classes.
   [[nodiscard]] float neighbourhood_cost(index_t t, bool enlist = false) const {

@@ -1,6 +1,7 @@
 #pragma once
 /// \file
-/// When an online runtime (DTR, DELTA) may let a tensor go for good.
+/// A tensor's lineage for the online runtimes (DTR, DELTA): its neighbours
+/// in DTR's evicted neighbourhood (h_DTR^eq), and when it may go for good.
 
 #include <algorithm>
 #include <cstddef>
@@ -9,6 +10,20 @@
 #include "memplan/problem.hpp"
 
 namespace memplan::detail::dtr {
+
+/// DTR §4's neighbours of t at `step`: its producer's inputs (parents) and
+/// the outputs of the steps that read it, up to `step` (children made so far).
+template <class F>
+void for_each_neighbour(const problem& p, index_t t, index_t step, F f) {
+  const index_t made = p.producer[static_cast<std::size_t>(t)];
+  if (made != no_index) {
+    for (const index_t in : p.inputs(made)) f(in);
+  }
+  for (const index_t u : p.uses(t)) {
+    if (u > step) break;
+    for (const index_t out : p.outputs(u)) f(out);
+  }
+}
 
 /// The last step at which each tensor may be read: its last use, or, for a
 /// tensor nothing can recompute (no producer, or one that may not run
