@@ -135,6 +135,19 @@ TEST_CASE("auto's portfolio option and time limit") {
                        invalid_argument);
 }
 
+TEST_CASE("register_planner refuses names that are taken or not one word, and registers nothing then") {
+  // examples/embedding/own_planner.cpp registers one (CTest example_own_planner): in a
+  // process of its own, as the registry is shared by every test here.
+  const std::size_t before = planners().size();
+  CHECK_THROWS_WITH_AS(register_planner<none_planner>("tsplit", "again"),
+                       "register_planner: a planner is called 'tsplit' already", invalid_argument);
+  CHECK_THROWS_WITH_AS(register_planner<none_planner>("a,b", "two"),
+                       "register_planner: a planner's name is one word without commas, got 'a,b'", invalid_argument);
+  CHECK_THROWS_AS(register_planner<none_planner>("", "none"), invalid_argument);
+  CHECK_THROWS_AS(register_planner<none_planner>("my planner", "two words"), invalid_argument);
+  CHECK(planners().size() == before);
+}
+
 }  // namespace
 
 namespace {

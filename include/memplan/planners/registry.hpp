@@ -1,12 +1,15 @@
 #pragma once
 /// \file
-/// Every planner by name, for the CLI and the `auto` portfolio. A planner
-/// joins by including its header here and adding a row to `entries`.
+/// Every planner by name, for the CLI and the `auto` portfolio. A paper's
+/// planner joins by including its header here and adding a row to
+/// `planner_entries`; user code adds its own with `register_planner`.
 
 #include <array>
+#include <deque>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "memplan/error.hpp"
 #include "memplan/planners/baselines.hpp"
@@ -101,8 +104,44 @@ inline constexpr std::array planner_entries{
 };
 }  // namespace detail
 
-/// The registered planners, in the order tables list them.
-[[nodiscard]] inline std::span<const planner_entry> planners() noexcept { return detail::planner_entries; }
+namespace detail {
+/// The planners find_planner knows: the papers' (planner_entries), then
+/// those user code registered (register_planner).
+inline std::vector<planner_entry>& known_planners() {
+  static std::vector<planner_entry> all(planner_entries.begin(), planner_entries.end());
+  return all;
+}
+/// The names and summaries of registered planners (a deque: they never move).
+inline std::deque<std::string>& registered_texts() {
+  static std::deque<std::string> texts;
+  return texts;
+}
+}  // namespace detail
+
+/// The planners: the papers' in the order tables list them, then those
+/// registered by `register_planner`.
+[[nodiscard]] inline std::span<const planner_entry> planners() { return detail::known_planners(); }
+
+/// Adds planner P (default-constructed for each run) under `name`, so that
+/// `find_planner`, `auto`'s `--portfolio`, `--seed-with` and a program's
+/// planner listing know it. Its plans go through the registry as the
+/// papers' do: laid out (verdict.hpp's with_layout) unless P declares
+/// `static constexpr bool lays_out = true`, then checked by the validator.
+/// Not thread-safe: register before any thread plans.
+/// \throws invalid_argument for an empty name, one with a space or a comma,
+///         or one a planner already has.
+template <planner P>
+void register_planner(std::string_view name, std::string_view summary) {
+  MEMPLAN_EXPECTS(!name.empty() && name.find_first_of(" ,") == std::string_view::npos, invalid_argument,
+                  "register_planner: a planner's name is one word without commas, got '", name, "'");
+  for (const planner_entry& e : planners()) {
+    MEMPLAN_EXPECTS(e.name != name, invalid_argument, "register_planner: a planner is called '", name, "' already");
+  }
+  auto& texts = detail::registered_texts();
+  const std::string_view stored_name = texts.emplace_back(name);
+  const std::string_view stored_summary = texts.emplace_back(summary);
+  detail::known_planners().push_back(detail::entry<P>(stored_name, stored_summary));
+}
 
 /// The planner called `name`.
 /// \throws invalid_argument naming the planner and listing the known ones.
