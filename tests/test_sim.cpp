@@ -3,6 +3,7 @@
 // and the device are described in sim_fixtures.hpp.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstddef>
 #include <random>
 #include <sstream>
@@ -121,6 +122,8 @@ TEST_CASE("a late swap-in stalls the compute stream") {
   CHECK(oom.failure ==
         "out of memory at action 4 (compute 'b3'), at 700 us: needs 100 B (1 B more than is free), 200 B in use, "
         "budget 299 B");
+  CHECK(std::isnan(oom.overhead));  // a plan that does not run has no overhead
+  CHECK(io::to_json(oom).at("overhead").is_null());
 }
 
 TEST_CASE("an allocation waits for in-flight frees") {

@@ -28,7 +28,7 @@ namespace memplan::io {
       {"arena_bytes", r.arena_bytes},
       {"baseline_time_s", r.baseline_time_us / us_per_s},
       {"time_s", r.time_us / us_per_s},
-      {"overhead", r.overhead},
+      {"overhead", r.feasible ? nlohmann::json(r.overhead) : nlohmann::json(nullptr)},
       {"swapped_bytes", r.swapped_out_bytes},
       {"swapped_in_bytes", r.swapped_in_bytes},
       {"offloaded_state_bytes", r.offloaded_state_bytes},

@@ -360,7 +360,7 @@ inline void draw_gantt(std::ostream& out, const frame& f, const problem& p, cons
 /// "iteration 412.35 ms (+3.2 % over the unplanned run)".
 [[nodiscard]] inline std::string iteration_text(const report& r) {
   std::string s = "iteration " + fixed(r.time_us / 1e3, 2) + " ms";
-  if (r.baseline_time_us > 0) s += " (+" + fixed(100 * r.overhead, 1) + " % over the unplanned run)";
+  if (r.feasible && r.baseline_time_us > 0) s += " (+" + fixed(100 * r.overhead, 1) + " % over the unplanned run)";
   return s;
 }
 

@@ -50,7 +50,9 @@ struct report {
 
   double time_us = 0;           ///< iteration time: when the last action of any stream ends
   double baseline_time_us = 0;  ///< `problem::baseline_time_us()`: the sum of op times
-  double overhead = 0;          ///< time_us / baseline_time_us - 1 (0 when the baseline is 0)
+  /// time_us / baseline_time_us - 1 (0 when the baseline is 0); NaN when not
+  /// feasible: a plan that does not run has no overhead (JSON: null).
+  double overhead = 0;
   /// Time the compute stream sat idle (waiting for swap-ins, memory or the
   /// tail of the copy streams): time_us minus its busy time, so that
   /// time = baseline + recompute + split extra + stall.

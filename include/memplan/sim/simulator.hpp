@@ -149,7 +149,9 @@ class simulator {
     r.peak_live_bytes = r.peak_bytes;
     if (r.kind == failure_kind::none && !pl.offsets.empty()) judge_layout(p, pl, dev, budget, r);
     r.feasible = r.kind == failure_kind::none;
-    r.overhead = r.baseline_time_us > 0 ? r.time_us / r.baseline_time_us - 1 : 0;
+    r.overhead = !r.feasible ? std::numeric_limits<double>::quiet_NaN()
+                 : r.baseline_time_us > 0 ? r.time_us / r.baseline_time_us - 1
+                                          : 0;
     if (needs_rerun) {
       const report free_run = run(p, pl, dev, unlimited, {}, nullptr);
       *need = {free_run.feasible, free_run.peak_bytes, free_run.time_us};
