@@ -125,11 +125,11 @@ class dtr_runtime {
       const action& x = pl.actions[a];
       if (x.kind == action_kind::free) {
         if (seen[at(x.tensor)] == 0 && !p.persistent(x.tensor)) keep[a] = 0;
-      } else {
-        for (const index_t t : p.inputs(x.step)) seen[at(t)] = 1;
-        for (const index_t t : p.outputs(x.step)) seen[at(t)] = 1;
+        seen[at(x.tensor)] = 1;
+        continue;
       }
-      if (x.kind == action_kind::free) seen[at(x.tensor)] = 1;
+      for (const index_t t : p.inputs(x.step)) seen[at(t)] = 1;
+      for (const index_t t : p.outputs(x.step)) seen[at(t)] = 1;
     }
     plan kept = pl;
     kept.actions.clear();
