@@ -33,3 +33,4 @@
 #include "memplan/sim/assign_layout.hpp"
 #include "memplan/sim/simulator.hpp"
 #include "memplan/sim/validator.hpp"
+#include "memplan/version.hpp"
