@@ -17,18 +17,21 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PLANNERS = "none,vdnn-conv,vdnn-all,checkpoint,superneurons,revolve,milp,capuchin,dtr,delta,tsplit-nosplit,tsplit,home,auto"
 HEADER = ("| trainer | planner | batch | budget B | exit | identical | high water / budget | swapped out B "
-          "| micro actions | final loss | measured ms | simulated ms | simulated / measured |\n"
-          "|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+          "| micro actions | final loss | measured ms | simulated ms | simulated / measured "
+          "| unplanned measured ms | unplanned simulated / measured |\n"
+          "|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 
 
 def row(network, planner, t):
     if t.get("exit", 0) not in (0, 1):
-        return f"| {network} | {planner} | | | {t['exit']} | no plan | | | | | | | |"
+        return f"| {network} | {planner} | | | {t['exit']} | no plan |" + " |" * 9
     measured, simulated = t["iteration_ms"], t["simulated_ms"]
+    unplanned = t["unplanned_iteration_ms"]
     return (f"| {network} | {planner} | {t['batch']} | {t['budget_bytes']} | {t.get('exit', 0)} | "
             f"{'yes' if t['identical'] else 'NO'} | {t['arena_high_water_bytes'] / t['budget_bytes']:.4f} | "
             f"{t['swapped_out_bytes']} | {t['micro_actions']} | {t['loss'][-1]:.6f} | {measured:.3f} | "
-            f"{simulated:.3f} | {simulated / measured:.3f} |")
+            f"{simulated:.3f} | {simulated / measured:.3f} | {unplanned:.3f} | "
+            f"{t['simulated_unplanned_ms'] / unplanned:.3f} |")
 
 
 def gpu_table(path):
