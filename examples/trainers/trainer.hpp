@@ -26,7 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include <memplan/io/device_profile.hpp>
-#include <memplan/memplan.hpp>
+#include <memplan/all.hpp>
 
 #include "dispatch.hpp"
 #include "network.hpp"

@@ -1,11 +1,18 @@
 #pragma once
 /// \file
-/// The umbrella header: every CPU part of memplan. The CUDA adapters are
-/// separate (memplan/cuda/), so including this never pulls in CUDA.
+/// The core umbrella: the graph concept and `compile`, the problem, plans
+/// and their builder, device specs and op-time estimates, the simulator,
+/// the validator, layouts (`assign_layout`), the planner interface and the
+/// classic baselines (vDNN, checkpointing, SuperNeurons). Needs Boost's
+/// headers alone: no JSON, no CBC, no CUDA. The rest is opt-in, one include each: a paper's planner
+/// (memplan/planners/capuchin.hpp, tsplit.hpp, home.hpp, dtr.hpp), the
+/// registry of all of them (planners/registry.hpp), the model zoo
+/// (model/zoo.hpp), the executor (runtime/executor.hpp, host/device.hpp),
+/// the JSON formats (io/; CMake component `io`), or everything
+/// (memplan/all.hpp).
 
 #include "memplan/cost/device.hpp"
 #include "memplan/cost/devices.hpp"
-#include "memplan/cost/profile.hpp"
 #include "memplan/cost/roofline.hpp"
 #include "memplan/cost/split.hpp"
 #include "memplan/error.hpp"
@@ -15,22 +22,14 @@
 #include "memplan/graph/schedule.hpp"
 #include "memplan/graph/training_graph.hpp"
 #include "memplan/graph/vocabulary.hpp"
-#include "memplan/host/device.hpp"
-#include "memplan/io/graph_json.hpp"
-#include "memplan/io/plan_json.hpp"
-#include "memplan/io/report_json.hpp"
-#include "memplan/io/size.hpp"
-#include "memplan/io/trace.hpp"
-#include "memplan/model/zoo.hpp"
 #include "memplan/plan.hpp"
 #include "memplan/plan_builder.hpp"
-#include "memplan/plan_walk.hpp"
-#include "memplan/planners/max_batch.hpp"
-#include "memplan/planners/registry.hpp"
+#include "memplan/planners/baselines.hpp"
+#include "memplan/planners/none.hpp"
+#include "memplan/planners/planner.hpp"
 #include "memplan/problem.hpp"
-#include "memplan/runtime/executor.hpp"
-#include "memplan/sim/report.hpp"
 #include "memplan/sim/assign_layout.hpp"
+#include "memplan/sim/report.hpp"
 #include "memplan/sim/simulator.hpp"
 #include "memplan/sim/validator.hpp"
 #include "memplan/version.hpp"

@@ -35,6 +35,18 @@ std::vector<op_descriptor_t<G>> descriptors_by_index(const G& g) {
   return by_index;
 }
 
+/// Each op's count of incoming edges (by op index), from the out-edges: the
+/// concept asks for an IncidenceGraph, not a BidirectionalGraph.
+template <training_graph G>
+std::vector<std::size_t> in_degrees(const G& g, const std::vector<op_descriptor_t<G>>& by_index) {
+  std::vector<std::size_t> count(by_index.size(), 0);
+  for (const auto& v : by_index) {
+    auto [first, last] = out_edges(v, g);
+    for (; first != last; ++first) ++count[op_index(g, target(*first, g))];
+  }
+  return count;
+}
+
 /// Names the ops left unscheduled because they sit on a cycle.
 template <training_graph G>
 [[noreturn]] void throw_cycle(const G& g, const std::vector<op_descriptor_t<G>>& by_index,
@@ -60,8 +72,7 @@ template <training_graph G>
 schedule dfs_schedule(const G& g) {
   const auto by_index = detail::descriptors_by_index(g);
   const std::size_t n = by_index.size();
-  std::vector<std::size_t> ref_cnt(n);
-  for (std::size_t i = 0; i < n; ++i) ref_cnt[i] = in_degree(by_index[i], g);
+  std::vector<std::size_t> ref_cnt = detail::in_degrees(g, by_index);
   schedule order;
   order.reserve(n);
   using out_iter = typename boost::graph_traits<G>::out_edge_iterator;
@@ -100,10 +111,9 @@ template <training_graph G>
 schedule topological_schedule(const G& g) {
   const auto by_index = detail::descriptors_by_index(g);
   const std::size_t n = by_index.size();
-  std::vector<std::size_t> pending(n);
+  std::vector<std::size_t> pending = detail::in_degrees(g, by_index);
   std::priority_queue<index_t, std::vector<index_t>, std::greater<>> ready;
   for (std::size_t i = 0; i < n; ++i) {
-    pending[i] = in_degree(by_index[i], g);
     if (pending[i] == 0) ready.push(static_cast<index_t>(i));
   }
   schedule order;

@@ -1,7 +1,8 @@
 #pragma once
 /// \file
 /// The `training_graph` concept: a Boost.Graph VertexListGraph +
-/// BidirectionalGraph whose vertices are ops, plus per-op and per-tensor
+/// IncidenceGraph (out-edges only: memplan never walks an edge backwards)
+/// whose vertices are ops, plus per-op and per-tensor
 /// queries. Each query is a customisation point object that tries, in order,
 /// `training_graph_traits<G>::q(g, x)`, the member `g.q(x)`, an ADL free
 /// function `q(g, x)`, and a default where one makes sense (graph-v2's
@@ -140,14 +141,11 @@ using tensor_descriptor_t = std::ranges::range_value_t<decltype(tensors(std::dec
 template <class G>
 concept training_graph =
     std::derived_from<typename boost::graph_traits<G>::traversal_category, boost::vertex_list_graph_tag> &&
-    std::derived_from<typename boost::graph_traits<G>::traversal_category, boost::bidirectional_graph_tag> &&
+    std::derived_from<typename boost::graph_traits<G>::traversal_category, boost::incidence_graph_tag> &&
     requires(const G& g, op_descriptor_t<G> v, typename boost::graph_traits<G>::edge_descriptor e) {
       vertices(g);
       { num_vertices(g) } -> std::convertible_to<std::size_t>;
       out_edges(v, g);
-      in_edges(v, g);
-      { out_degree(v, g) } -> std::convertible_to<std::size_t>;
-      { in_degree(v, g) } -> std::convertible_to<std::size_t>;
       { source(e, g) } -> std::convertible_to<op_descriptor_t<G>>;
       { target(e, g) } -> std::convertible_to<op_descriptor_t<G>>;
       { memplan::op_index(g, v) } -> std::convertible_to<std::size_t>;
