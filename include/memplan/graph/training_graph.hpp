@@ -2,8 +2,7 @@
 /// \file
 /// The `training_graph` concept: a Boost.Graph VertexListGraph +
 /// IncidenceGraph (out-edges only: memplan never walks an edge backwards)
-/// whose vertices are ops, plus per-op and per-tensor
-/// queries. Each query is a customisation point object that tries, in order,
+/// whose vertices are ops, plus per-op and per-tensor queries. Each query is a customisation point object that tries, in order,
 /// `training_graph_traits<G>::q(g, x)`, the member `g.q(x)`, an ADL free
 /// function `q(g, x)`, and a default where one makes sense (graph-v2's
 /// adapting pattern). Adapting a foreign graph therefore takes a traits
