@@ -70,8 +70,8 @@ inline constexpr index_t never_freed = std::numeric_limits<index_t>::max();
 /// One contiguous piece of an allocation split in place: `bytes`, live from
 /// the allocation's begin until `end` (exclusive; at the begin: never live).
 struct segment {
-  bytes_t bytes = 0;
-  index_t end = never_freed;
+  bytes_t bytes = 0;          ///< the piece's size
+  index_t end = never_freed;  ///< the event at which the piece is released (`never_freed`: never)
 };
 
 /// One device allocation to place: `bytes`, live over the half-open event
@@ -84,11 +84,11 @@ struct segment {
 /// allocation's offset; `bytes` is then their sum and `end` the latest of
 /// their ends. With `segments` == 0 the allocation is one piece.
 struct lifetime {
-  index_t begin = 0;
-  index_t end = never_freed;
-  bytes_t bytes = 0;
-  index_t first_segment = 0;
-  index_t segments = 0;
+  index_t begin = 0;           ///< the event at which the allocation is made
+  index_t end = never_freed;   ///< the event at which it is freed, exclusive (`never_freed`: never)
+  bytes_t bytes = 0;           ///< its size (the sum of its segments' where it has some)
+  index_t first_segment = 0;   ///< its first piece in the segment list (with `segments` > 0)
+  index_t segments = 0;        ///< how many pieces it is split into; 0: one piece
 };
 
 /// Where each allocation lies in the arena.

@@ -21,6 +21,8 @@ struct error : std::runtime_error {
   [[nodiscard]] failure_kind kind() const noexcept { return kind_; }
 
  protected:
+  /// An error with `message` (the `what()`) and the verdict `kind`, for the
+  /// subclasses that judge a plan.
   error(const std::string& message, failure_kind kind) : std::runtime_error(message), kind_(kind) {}
 
  private:
@@ -42,6 +44,7 @@ struct invalid_argument : error {
 /// thrown where a caller demands a plan that runs (the executor); the
 /// simulator and the validator report it instead.
 struct invalid_plan : invalid_argument {
+  /// An invalid plan's error: `message` says which rule the plan breaks.
   explicit invalid_plan(const std::string& message) : invalid_argument(message, failure_kind::invalid_plan) {}
 };
 
@@ -49,6 +52,7 @@ struct invalid_plan : invalid_argument {
 /// feasible plan; planners report infeasibility in the plan instead).
 /// `kind()` says why: `out_of_memory` unless the thrower says otherwise.
 struct infeasible_budget : error {
+  /// `message` says which budget and why; `kind` is the verdict.
   explicit infeasible_budget(const std::string& message, failure_kind kind = failure_kind::out_of_memory)
       : error(message, kind) {}
 };

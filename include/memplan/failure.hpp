@@ -25,6 +25,7 @@ enum class failure_kind : std::uint8_t {
 inline constexpr std::array<std::string_view, 5> failure_kind_names{"none", "out_of_memory", "invalid_plan",
                                                                     "planner_gave_up", "time_limit"};
 
+/// `k` as files and the CLI spell it (`failure_kind_names`).
 [[nodiscard]] constexpr std::string_view to_string(failure_kind k) noexcept {
   return failure_kind_names[static_cast<std::size_t>(k)];
 }

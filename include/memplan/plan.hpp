@@ -100,10 +100,20 @@
 
 namespace memplan {
 
+/// What an action does: `compute` runs a step's op (or a micro-op) the first
+/// time, `recompute` runs it again to bring back outputs that are not on the
+/// device, `swap_out` copies a tensor to the host and then releases its
+/// device copy, `swap_in` allocates it and copies it back, `free` releases
+/// the device copy without saving it. The file comment gives the rules.
 enum class action_kind : std::uint8_t { compute, recompute, swap_out, swap_in, free };
+/// The three streams actions run on, each in issue order: `compute` (compute,
+/// recompute, free), `d2h` (swap_out) and `h2d` (swap_in).
 enum class stream_kind : std::uint8_t { compute, d2h, h2d };
+/// How many `stream_kind`s there are (arrays indexed by stream).
 inline constexpr int stream_count = 3;
 
+/// The stream an action of kind `k` runs on: copies on their own direction's
+/// stream, everything else on the compute stream.
 [[nodiscard]] constexpr stream_kind stream_of(action_kind k) noexcept {
   switch (k) {
     case action_kind::swap_out: return stream_kind::d2h;
@@ -115,19 +125,26 @@ inline constexpr int stream_count = 3;
 /// Action kinds as files, messages and traces spell them.
 inline constexpr std::array<std::string_view, 5> action_kind_names{"compute", "recompute", "swap_out", "swap_in",
                                                                    "free"};
+/// `k` as files spell it (`action_kind_names`).
 [[nodiscard]] constexpr std::string_view to_string(action_kind k) noexcept {
   return action_kind_names[static_cast<std::size_t>(k)];
 }
 
 /// What a planner decided for a tensor, for reports; the actions are the truth.
+/// `keep` it on the device, `swap` it out to the host and back, `recompute`
+/// it after freeing it, or `split` it into micro-tensors with its op.
 enum class decision : std::uint8_t { keep, swap, recompute, split };
+/// Decisions as files and reports spell them.
 inline constexpr std::array<std::string_view, 4> decision_names{"keep", "swap", "recompute", "split"};
+/// `d` as files spell it (`decision_names`).
 [[nodiscard]] constexpr std::string_view to_string(decision d) noexcept {
   return decision_names[static_cast<std::size_t>(d)];
 }
 
+/// One entry of a plan's action list: what runs, on which step or tensor,
+/// and on which part of a split one.
 struct action {
-  action_kind kind = action_kind::compute;
+  action_kind kind = action_kind::compute;  ///< what it does, and so its stream (`stream_of`)
   index_t step = no_index;    ///< compute / recompute: the step whose op runs
   index_t tensor = no_index;  ///< swap_out / swap_in / free: the tensor
   index_t parts = 1;          ///< micro-batches the op (or the tensor) is split into (1 = whole)
@@ -186,22 +203,25 @@ struct action {
 /// A search planner's best plan after one iteration (HOME Fig. 8): its
 /// simulated time, and by how much it exceeds the budget (0: it fits).
 struct search_point {
-  double time_us = 0;
-  bytes_t excess_bytes = 0;
+  double time_us = 0;        ///< the best plan's simulated iteration time, µs
+  bytes_t excess_bytes = 0;  ///< its peak above the budget, bytes (0: it fits)
 };
 
+/// A planner's answer for one problem, device and budget: per-tensor
+/// decisions for reports, and the action list (the file comment gives its
+/// rules) with its waits, which the simulator judges and the executor runs.
 struct plan {
-  std::string planner;
-  bool feasible = true;
+  std::string planner;   ///< the planner's registry name ("tsplit", ...), or a file's
+  bool feasible = true;  ///< whether the planner claims it fits; `kind` and `reason` say why not
   /// Why not feasible: `none` when feasible; else out_of_memory (its best
   /// plan needs more than the budget), planner_gave_up, time_limit, or
   /// invalid_plan (a planner's bug). Not stored in plan documents.
   failure_kind kind = failure_kind::none;
   std::string reason;        ///< why not feasible; for a feasible plan, a caveat (milp: stopped early, its gap) or empty
-  bytes_t budget = 0;
+  bytes_t budget = 0;        ///< the device memory it was planned for, bytes
   bytes_t best_peak = 0;     ///< the smallest peak the planner reached, as it estimated it
   std::vector<decision> decisions;  ///< per tensor
-  std::vector<action> actions;
+  std::vector<action> actions;         ///< in issue order
   std::vector<index_t> wait_begin{0};  ///< CSR offsets into `waits` (actions + 1)
   std::vector<index_t> waits;          ///< indices of earlier actions
   std::vector<search_point> history;   ///< search planners: the best plan after each iteration; else empty
@@ -217,6 +237,7 @@ struct plan {
   /// the validator add it to the run's time (in full: an upper bound).
   double allocator_us = 0;
 
+  /// The earlier actions action `a` waits for.
   [[nodiscard]] std::span<const index_t> waits_of(std::size_t a) const {
     const auto b = static_cast<std::size_t>(wait_begin[a]);
     return {waits.data() + b, static_cast<std::size_t>(wait_begin[a + 1]) - b};

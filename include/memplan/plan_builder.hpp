@@ -25,6 +25,8 @@ namespace memplan {
 /// the simulator rejects the plan, naming that action.
 class plan_builder {
  public:
+  /// An empty plan for `p` by `planner` (its registry name) within `budget`
+  /// bytes, every tensor decided `keep`. `p` must outlive the builder.
   plan_builder(const problem& p, std::string planner, bytes_t budget) : p_(&p), deriver_{*this, 0, no_index, {}} {
     plan_.planner = std::move(planner);
     plan_.budget = budget;
@@ -43,15 +45,18 @@ class plan_builder {
   plan_builder& operator=(plan_builder&&) = delete;
   ~plan_builder() = default;
 
+  /// Appends a compute of step `step` and returns its action index.
   /// `part` >= 0: micro-op `part` of `parts` (plan.hpp's comment).
   /// `after`: more actions to wait for (an online allocator's reuse of
   /// bytes that actions on other streams still hold).
   index_t compute(index_t step, index_t parts = 1, index_t part = no_index, std::span<const index_t> after = {}) {
     return add({action_kind::compute, step, no_index, parts, part}, after);
   }
+  /// Appends a recompute of step `step`, as `compute`, and returns its action index.
   index_t recompute(index_t step, index_t parts = 1, index_t part = no_index, std::span<const index_t> after = {}) {
     return add({action_kind::recompute, step, no_index, parts, part}, after);
   }
+  /// Appends a swap-out of tensor `t` and returns its action index.
   /// `after`: more actions to wait for. Copy streams run ahead of the
   /// compute stream, so a swap starts as soon as its events fire; a prefetch
   /// needs an in-trigger (Capuchin §4.3) or it would bring the tensor back
@@ -59,9 +64,12 @@ class plan_builder {
   index_t swap_out(index_t t, std::span<const index_t> after = {}) {
     return add({action_kind::swap_out, no_index, t, 1, no_index}, after);
   }
+  /// Appends a swap-in of tensor `t` (after its swap-out, or of offloaded
+  /// state) and returns its action index; `after` as for `swap_out`.
   index_t swap_in(index_t t, std::span<const index_t> after = {}) {
     return add({action_kind::swap_in, no_index, t, 1, no_index}, after);
   }
+  /// Appends a free of tensor `t` and returns its action index.
   index_t free(index_t t) { return add({action_kind::free, no_index, t, 1, no_index}); }
   /// Micro-tensor `part` of `parts` of t. Releasing one of a whole tensor
   /// splits it in place, so the release also waits for the latest
@@ -69,9 +77,12 @@ class plan_builder {
   index_t swap_out(index_t t, index_t parts, index_t part, std::span<const index_t> after = {}) {
     return add({action_kind::swap_out, no_index, t, parts, part}, after);
   }
+  /// Swaps micro-tensor `part` of `parts` of t back in, from a host copy of
+  /// it or of the whole tensor.
   index_t swap_in(index_t t, index_t parts, index_t part, std::span<const index_t> after = {}) {
     return add({action_kind::swap_in, no_index, t, parts, part}, after);
   }
+  /// Frees micro-tensor `part` of `parts` of t (splitting a whole t in place).
   index_t free(index_t t, index_t parts, index_t part) { return add({action_kind::free, no_index, t, parts, part}); }
 
   /// Persistent tensor t lives in host memory between iterations (see
@@ -81,15 +92,21 @@ class plan_builder {
     plan_.offloaded_state.push_back(t);
     if (walking_) walk_.offload(t, deriver_);
   }
+  /// Records decision `d` for tensor `t` (plan::decisions: reports only).
   void decide(index_t t, decision d) { plan_.decisions[static_cast<std::size_t>(t)] = d; }
+  /// Marks the plan infeasible: why (`kind`, and `reason` for people) and the
+  /// smallest peak the planner reached.
   void infeasible(failure_kind kind, std::string reason, bytes_t best_peak) {
     plan_.feasible = false;
     plan_.kind = kind;
     plan_.reason = std::move(reason);
     plan_.best_peak = best_peak;
   }
+  /// Records the smallest peak the planner reached (plan::best_peak), bytes.
   void set_best_peak(bytes_t peak) { plan_.best_peak = peak; }
+  /// The plan so far, waits included.
   [[nodiscard]] const plan& current() const noexcept { return plan_; }
+  /// The plan; the builder is spent.
   [[nodiscard]] plan finish() && { return std::move(plan_); }
 
  private:

@@ -21,8 +21,11 @@
 
 namespace memplan {
 
+/// A training graph compiled against a schedule (`compile`): per step and
+/// per tensor, every number a planner or the simulator reads, in flat
+/// vectors. Step s runs op `op[s]`; tensor t is the graph's tensor t.
 struct problem {
-  std::string name;
+  std::string name;  ///< the graph's name, where it has one
   /// Samples in the iteration: the largest leading dimension of the graph's
   /// `input` tensors whose shapes it knows (images, tokens, labels; inputs
   /// broadcast over the batch, as position ids, have 1); 0 when none is
@@ -33,24 +36,24 @@ struct problem {
   // Per step s (schedule position).
   std::vector<index_t> op;            ///< dense graph op index run at step s
   std::vector<std::int64_t> op_id;    ///< the op's id in files
-  std::vector<std::string> op_name;
-  std::vector<std::string> op_type;
-  std::vector<phase> op_phase;
+  std::vector<std::string> op_name;   ///< the op's name (op_name query)
+  std::vector<std::string> op_type;   ///< the op's kernel ("conv2d", ...; op_type query)
+  std::vector<phase> op_phase;        ///< forward, backward or update
   std::vector<double> time_us;        ///< compute time on the target device
   std::vector<bytes_t> workspace;     ///< scratch bytes, allocated for the op's duration
-  std::vector<std::uint8_t> recomputable;
+  std::vector<std::uint8_t> recomputable;  ///< 1 if the op may be run again (op_recomputable)
   std::vector<index_t> input_begin;   ///< CSR offsets into `input_tensors` (steps + 1)
-  std::vector<index_t> input_tensors;
+  std::vector<index_t> input_tensors;   ///< per step, the tensors its op reads (`inputs(s)`)
   std::vector<index_t> output_begin;  ///< CSR offsets into `output_tensors` (steps + 1)
-  std::vector<index_t> output_tensors;
+  std::vector<index_t> output_tensors;  ///< per step, the tensors its op writes (`outputs(s)`)
   std::vector<index_t> split_begin;   ///< CSR offsets into `split_dim_list` (steps + 1)
-  std::vector<int> split_dim_list;
+  std::vector<int> split_dim_list;      ///< per step, its op's split dimensions (`split_dims(s)`)
 
   // Per tensor t.
   std::vector<std::int64_t> tensor_id;  ///< the tensor's id in files
-  std::vector<std::string> tensor_name;
-  std::vector<bytes_t> bytes;
-  std::vector<tensor_kind> kind;
+  std::vector<std::string> tensor_name;  ///< the tensor's name
+  std::vector<bytes_t> bytes;            ///< its size, bytes
+  std::vector<tensor_kind> kind;         ///< its kind, which decides whether it persists
   std::vector<index_t> producer;   ///< step writing t, or no_index
   std::vector<index_t> use_begin;  ///< CSR offsets into `use_steps` (tensors + 1)
   std::vector<index_t> use_steps;  ///< steps reading t, ascending, each once
@@ -59,12 +62,19 @@ struct problem {
   /// (tensor_info::released_after), or no_index; empty: none known.
   std::vector<index_t> release;
 
+  /// How many steps (= ops).
   [[nodiscard]] std::size_t num_steps() const noexcept { return op.size(); }
+  /// How many tensors.
   [[nodiscard]] std::size_t num_tensors() const noexcept { return bytes.size(); }
+  /// The tensors step `s`'s op reads.
   [[nodiscard]] std::span<const index_t> inputs(index_t s) const { return csr(input_begin, input_tensors, s); }
+  /// The tensors step `s`'s op writes.
   [[nodiscard]] std::span<const index_t> outputs(index_t s) const { return csr(output_begin, output_tensors, s); }
+  /// The output dimensions along which step `s`'s op may be split (0: the batch).
   [[nodiscard]] std::span<const int> split_dims(index_t s) const { return csr(split_begin, split_dim_list, s); }
+  /// The steps reading tensor `t`, ascending, each once.
   [[nodiscard]] std::span<const index_t> uses(index_t t) const { return csr(use_begin, use_steps, t); }
+  /// Whether `t` is a parameter or optimizer state: live across iterations, never lost.
   [[nodiscard]] bool persistent(index_t t) const { return is_persistent(kind[static_cast<std::size_t>(t)]); }
 
   /// First step at which t is live: its producer, or 0 (DESIGN.md §4).
@@ -304,6 +314,7 @@ inline void compile_uses(problem& p, const std::vector<index_t>& use_count) {
 }  // namespace detail
 
 /// Compiles `g` against `order` in time linear in ops + uses.
+/// \param g any `training_graph` (memplan::graph, or an adapted one).
 /// \param order every op index exactly once, each op after the producers of
 ///        its inputs (any of the builders in schedule.hpp, or a recorded order).
 /// \throws invalid_graph if the order is not a topological permutation, a

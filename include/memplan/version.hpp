@@ -5,8 +5,12 @@
 
 #include <string_view>
 
+/// MEMPLAN_VERSION's first number, for `#if`.
 #define MEMPLAN_VERSION_MAJOR 0
+/// MEMPLAN_VERSION's second number; the installed CMake package accepts a
+/// request for the same major and minor version only (SameMinorVersion).
 #define MEMPLAN_VERSION_MINOR 1
+/// MEMPLAN_VERSION's third number.
 #define MEMPLAN_VERSION_PATCH 0
 /// "MAJOR.MINOR.PATCH".
 #define MEMPLAN_VERSION "0.1.0"

@@ -10,6 +10,8 @@
 
 namespace memplan {
 
+/// The caching allocator's constants (PyTorch's names in parentheses) and the
+/// cost of its driver calls; the defaults are PyTorch's on a CUDA device.
 struct allocator_spec {
   /// Every request is rounded up to a multiple of this (kMinBlockSize, 512 B).
   bytes_t granularity = 512;
@@ -22,8 +24,8 @@ struct allocator_spec {
   /// segment of `large_segment` (kLargeBuffer, 20 MiB); a larger one is
   /// rounded up to `large_rounding` (kRoundLarge, 2 MiB).
   bytes_t min_large_alloc = bytes_t{10} << 20;
-  bytes_t large_segment = bytes_t{20} << 20;
-  bytes_t large_rounding = bytes_t{2} << 20;
+  bytes_t large_segment = bytes_t{20} << 20;   ///< see `min_large_alloc`
+  bytes_t large_rounding = bytes_t{2} << 20;   ///< see `min_large_alloc`
   /// One cudaMalloc of a segment, µs: about 50 µs for sizes up to 512 KB
   /// and more above (M. Boyer, "Memory allocation overhead",
   /// cs.virginia.edu/~mwb7w/cuda_support/memory_management_overhead.html),

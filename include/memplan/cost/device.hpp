@@ -20,10 +20,13 @@ struct link_spec {
   }
 };
 
+/// A GPU as the cost model sees it: its memory, its throughput and its host
+/// link. The simulator prices ops with cost/roofline.hpp from these numbers
+/// where a graph has no measured times.
 struct device_spec {
-  std::string name;
-  bytes_t memory_bytes = 0;
-  double fp32_tflops = 0;
+  std::string name;                  ///< as the CLI and profile files name it ("titan-rtx", ...)
+  bytes_t memory_bytes = 0;          ///< device memory, the budget a plan must fit
+  double fp32_tflops = 0;            ///< dense FP32 throughput (CUDA cores)
   double tf32_tflops = 0;            ///< 0 where the device has no TF32 tensor cores
   double bf16_tflops = 0;            ///< dense FP16/BF16 tensor-core throughput
   double memory_bandwidth_gb_s = 0;  ///< device memory, GB/s

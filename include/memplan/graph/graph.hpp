@@ -28,9 +28,9 @@ inline constexpr std::int64_t auto_id = std::numeric_limits<std::int64_t>::min()
 /// A tensor: a buffer with one producer op or none.
 struct tensor_info {
   std::int64_t id = auto_id;  ///< the id used in files; the graph indexes tensors densely
-  std::string name;
-  bytes_t bytes = 0;
-  tensor_kind kind = tensor_kind::other;
+  std::string name;           ///< for messages and files; need not be unique
+  bytes_t bytes = 0;          ///< its size on the device, >= 0
+  tensor_kind kind = tensor_kind::other;  ///< decides its lifetime (persistent or not) and how it may be dropped
   std::vector<std::int64_t> shape;  ///< empty when unknown
   std::string dtype;                ///< empty when unknown
   /// The op (dense index) after which the framework that ran the graph drops
@@ -54,22 +54,23 @@ struct tensor_info {
 /// An op: reads `inputs`, writes `outputs` (dense tensor indices).
 struct op_info {
   std::int64_t id = auto_id;  ///< the id used in files
-  std::string name;
-  std::string type;
-  memplan::phase phase = phase::forward;
-  double time_us = 0;
-  bytes_t workspace_bytes = 0;
-  std::vector<index_t> inputs;
-  std::vector<index_t> outputs;
-  bool recomputable = true;
+  std::string name;           ///< for messages and files; need not be unique
+  std::string type;           ///< the kernel ("conv2d", "relu_backward", ...); cost/roofline.hpp prices by it
+  memplan::phase phase = phase::forward;  ///< the part of the iteration it runs in
+  double time_us = 0;                     ///< its run time on the device, µs, >= 0
+  bytes_t workspace_bytes = 0;  ///< scratch memory it needs while it runs (freed after), >= 0
+  std::vector<index_t> inputs;   ///< the tensors it reads
+  std::vector<index_t> outputs;  ///< the tensors it writes; each has this op as its only producer
+  bool recomputable = true;  ///< whether a planner may run it again to remake a dropped output
   std::vector<int> split_dims;  ///< output dimensions along which the op may be split
 };
 
 /// An edge u -> v: op v reads `tensor`, which op u writes.
 struct edge {
-  index_t source = no_index;
-  index_t target = no_index;
-  index_t tensor = no_index;
+  index_t source = no_index;  ///< op u, the producer
+  index_t target = no_index;  ///< op v, the reader
+  index_t tensor = no_index;  ///< the tensor u writes and v reads
+  /// Same ops and tensor.
   friend bool operator==(const edge&, const edge&) = default;
 };
 
@@ -80,9 +81,12 @@ struct edge {
 class graph {
  public:
   graph() = default;
+  /// An empty graph called `name`.
   explicit graph(std::string name) : name_(std::move(name)) {}
 
+  /// The model's name, for messages and files ("resnet50", ...).
   [[nodiscard]] const std::string& name() const noexcept { return name_; }
+  /// Renames the graph.
   void set_name(std::string name) { name_ = std::move(name); }
 
   /// Adds a tensor and returns its dense index; an `auto_id` becomes the next id.
@@ -141,9 +145,13 @@ class graph {
     tensors_[static_cast<std::size_t>(t)].released_after = v;
   }
 
+  /// How many ops; their dense indices are 0 .. num_ops()-1.
   [[nodiscard]] std::size_t num_ops() const noexcept { return ops_.size(); }
+  /// How many tensors; their dense indices are 0 .. num_tensors()-1.
   [[nodiscard]] std::size_t num_tensors() const noexcept { return tensors_.size(); }
+  /// Op `v` (a dense index, unchecked).
   [[nodiscard]] const op_info& op(index_t v) const { return ops_[static_cast<std::size_t>(v)]; }
+  /// Tensor `t` (a dense index, unchecked).
   [[nodiscard]] const tensor_info& tensor(index_t t) const { return tensors_[static_cast<std::size_t>(t)]; }
   /// The op writing tensor `t`, or `no_index` for inputs, parameters and state.
   [[nodiscard]] index_t producer(index_t t) const { return producer_[static_cast<std::size_t>(t)]; }
@@ -151,7 +159,9 @@ class graph {
   [[nodiscard]] const std::vector<index_t>& consumers(index_t t) const {
     return consumers_[static_cast<std::size_t>(t)];
   }
+  /// The edges from op `v`: one per (reader, tensor) of each tensor it writes.
   [[nodiscard]] const std::vector<edge>& out_edges_of(index_t v) const { return out_[static_cast<std::size_t>(v)]; }
+  /// The edges into op `v`: one per input of `v` that has a producer.
   [[nodiscard]] const std::vector<edge>& in_edges_of(index_t v) const { return in_[static_cast<std::size_t>(v)]; }
 
  private:
@@ -183,42 +193,55 @@ class graph {
 };
 
 // Boost.Graph interface (VertexListGraph + BidirectionalGraph), found by ADL.
+/// Boost.Graph: the ops, as dense indices 0 .. num_ops()-1.
 inline auto vertices(const graph& g) {
   using it = boost::counting_iterator<index_t>;
   return std::pair{it{0}, it{static_cast<index_t>(g.num_ops())}};
 }
+/// Boost.Graph: the number of ops.
 inline std::size_t num_vertices(const graph& g) noexcept { return g.num_ops(); }
+/// Boost.Graph: `graph::out_edges_of(v)` as an iterator pair.
 inline auto out_edges(index_t v, const graph& g) {
   const auto& e = g.out_edges_of(v);
   return std::pair{e.begin(), e.end()};
 }
+/// Boost.Graph: `graph::in_edges_of(v)` as an iterator pair.
 inline auto in_edges(index_t v, const graph& g) {
   const auto& e = g.in_edges_of(v);
   return std::pair{e.begin(), e.end()};
 }
+/// Boost.Graph: the number of edges from op `v`.
 inline std::size_t out_degree(index_t v, const graph& g) { return g.out_edges_of(v).size(); }
+/// Boost.Graph: the number of edges into op `v`.
 inline std::size_t in_degree(index_t v, const graph& g) { return g.in_edges_of(v).size(); }
+/// Boost.Graph: edges from and into op `v`.
 inline std::size_t degree(index_t v, const graph& g) { return out_degree(v, g) + in_degree(v, g); }
+/// Boost.Graph: the op that writes the edge's tensor.
 inline index_t source(const edge& e, const graph&) noexcept { return e.source; }
+/// Boost.Graph: the op that reads the edge's tensor.
 inline index_t target(const edge& e, const graph&) noexcept { return e.target; }
 
 }  // namespace memplan
 
 namespace boost {
+/// Makes `memplan::graph` a Boost.Graph VertexListGraph and BidirectionalGraph:
+/// vertices are ops (dense indices), edges `memplan::edge`s.
 template <>
 struct graph_traits<memplan::graph> {
+  /// VertexListGraph + BidirectionalGraph.
   struct traversal_category : vertex_list_graph_tag, bidirectional_graph_tag {};
-  using vertex_descriptor = memplan::index_t;
-  using edge_descriptor = memplan::edge;
-  using directed_category = bidirectional_tag;
-  using edge_parallel_category = allow_parallel_edge_tag;
-  using vertex_iterator = counting_iterator<memplan::index_t>;
-  using out_edge_iterator = std::vector<memplan::edge>::const_iterator;
-  using in_edge_iterator = std::vector<memplan::edge>::const_iterator;
-  using adjacency_iterator = void;
-  using vertices_size_type = std::size_t;
-  using edges_size_type = std::size_t;
-  using degree_size_type = std::size_t;
+  using vertex_descriptor = memplan::index_t;      ///< an op's dense index
+  using edge_descriptor = memplan::edge;           ///< (producer, reader, tensor)
+  using directed_category = bidirectional_tag;     ///< directed, with in-edges
+  using edge_parallel_category = allow_parallel_edge_tag;  ///< one edge per tensor: two ops may share several
+  using vertex_iterator = counting_iterator<memplan::index_t>;  ///< over 0 .. num_ops()-1
+  using out_edge_iterator = std::vector<memplan::edge>::const_iterator;  ///< into graph::out_edges_of
+  using in_edge_iterator = std::vector<memplan::edge>::const_iterator;   ///< into graph::in_edges_of
+  using adjacency_iterator = void;          ///< not an AdjacencyGraph
+  using vertices_size_type = std::size_t;   ///< a count of ops
+  using edges_size_type = std::size_t;      ///< a count of edges
+  using degree_size_type = std::size_t;     ///< a count of an op's edges
+  /// No op (`memplan::no_index`).
   static constexpr vertex_descriptor null_vertex() noexcept { return memplan::no_index; }
 };
 }  // namespace boost

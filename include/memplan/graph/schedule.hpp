@@ -17,6 +17,7 @@
 
 namespace memplan {
 
+/// A total order of a graph's ops: step s runs op `schedule[s]` (a dense op index).
 using schedule = std::vector<index_t>;
 
 namespace detail {

@@ -85,9 +85,12 @@ std::size_t index_of(const G& g, const V& v) {
 }  // namespace detail::cpo_defaults
 
 // Defaults: DESIGN.md §4's defaults; names fall back to the index.
+/// `op_index` where `G` answers none: an integral descriptor is its own
+/// index; otherwise the graph's `boost::vertex_index` property map.
 template <class G, class V>
   requires std::is_integral_v<V> || requires(const G& g, const V& v) { get(boost::vertex_index, g, v); }
 std::size_t default_op_index(const G& g, const V& v) { return detail::cpo_defaults::index_of(g, v); }
+/// `tensor_index` where `G` answers none: an integral descriptor is its own index.
 template <class G, class T>
   requires std::is_integral_v<T>
 std::size_t default_tensor_index(const G&, const T& t) { return static_cast<std::size_t>(t); }
@@ -95,26 +98,34 @@ MEMPLAN_DETAIL_OPTIONAL_QUERY(op_index);      ///< (g, v) -> dense op index in [
 MEMPLAN_DETAIL_OPTIONAL_QUERY(tensor_index);  ///< (g, t) -> dense tensor index in [0, num_tensors)
 
 // Appending (not `"op" + to_string`) sidesteps GCC 12's false -Wrestrict (PR 105329).
+/// `op_name` where `G` answers none: "op" and the op's index ("op7").
 template <class G, class V>
 std::string default_op_name(const G& g, const V& v) {
   std::string name = "op";
   return name.append(std::to_string(op_index(g, v)));
 }
+/// `op_type` where `G` answers none: empty, a kernel the planners that look (vDNN, SuperNeurons) do not know.
 template <class G, class V>
 std::string default_op_type(const G&, const V&) { return {}; }
+/// `op_workspace_bytes` where `G` answers none: no scratch memory.
 template <class G, class V>
 bytes_t default_op_workspace_bytes(const G&, const V&) { return 0; }
+/// `op_recomputable` where `G` answers none: forward ops only (DESIGN.md §4).
 template <class G, class V>
 bool default_op_recomputable(const G& g, const V& v) { return default_recomputable(op_phase(g, v)); }
+/// `op_split_dims` where `G` answers none: none, so TSPLIT never splits the op.
 template <class G, class V>
 std::span<const int> default_op_split_dims(const G&, const V&) { return {}; }
+/// `tensor_name` where `G` answers none: "t" and the tensor's index ("t12").
 template <class G, class T>
 std::string default_tensor_name(const G& g, const T& t) {
   std::string name = "t";
   return name.append(std::to_string(tensor_index(g, t)));
 }
+/// `num_tensors` where `G` answers none: the length of `tensors(g)`.
 template <class G>
 std::size_t default_num_tensors(const G& g) { return static_cast<std::size_t>(std::ranges::distance(tensors(g))); }
+/// `tensor_shape` where `G` answers none: empty, unknown.
 template <class G, class T>
 std::span<const std::int64_t> default_tensor_shape(const G&, const T&) { return {}; }
 
@@ -131,8 +142,10 @@ MEMPLAN_DETAIL_OPTIONAL_QUERY(tensor_shape);        ///< (g, t) -> range of int6
 #undef MEMPLAN_DETAIL_REQUIRED_QUERY
 #undef MEMPLAN_DETAIL_QUERY_BODY
 
+/// What names an op of `G`: its Boost.Graph vertex descriptor.
 template <class G>
 using op_descriptor_t = typename boost::graph_traits<G>::vertex_descriptor;
+/// What names a tensor of `G`: the element type of `tensors(g)`.
 template <class G>
 using tensor_descriptor_t = std::ranges::range_value_t<decltype(tensors(std::declval<const G&>()))>;
 
@@ -171,19 +184,27 @@ concept training_graph =
 /// memplan::graph answers every query from its own vectors.
 template <>
 struct training_graph_traits<graph> {
-  static phase op_phase(const graph& g, index_t v) { return g.op(v).phase; }
-  static double op_time_us(const graph& g, index_t v) { return g.op(v).time_us; }
+  static phase op_phase(const graph& g, index_t v) { return g.op(v).phase; }  ///< op_info::phase
+  static double op_time_us(const graph& g, index_t v) { return g.op(v).time_us; }  ///< op_info::time_us
+  /// op_info::inputs
   static const std::vector<index_t>& op_inputs(const graph& g, index_t v) { return g.op(v).inputs; }
+  /// op_info::outputs
   static const std::vector<index_t>& op_outputs(const graph& g, index_t v) { return g.op(v).outputs; }
-  static const std::string& op_name(const graph& g, index_t v) { return g.op(v).name; }
-  static const std::string& op_type(const graph& g, index_t v) { return g.op(v).type; }
+  static const std::string& op_name(const graph& g, index_t v) { return g.op(v).name; }  ///< op_info::name
+  static const std::string& op_type(const graph& g, index_t v) { return g.op(v).type; }  ///< op_info::type
+  /// op_info::workspace_bytes
   static bytes_t op_workspace_bytes(const graph& g, index_t v) { return g.op(v).workspace_bytes; }
+  /// op_info::recomputable
   static bool op_recomputable(const graph& g, index_t v) { return g.op(v).recomputable; }
+  /// op_info::split_dims
   static const std::vector<int>& op_split_dims(const graph& g, index_t v) { return g.op(v).split_dims; }
+  /// The dense indices 0 .. num_tensors()-1.
   static auto tensors(const graph& g) { return std::views::iota(index_t{0}, static_cast<index_t>(g.num_tensors())); }
-  static bytes_t tensor_bytes(const graph& g, index_t t) { return g.tensor(t).bytes; }
-  static tensor_kind tensor_kind_of(const graph& g, index_t t) { return g.tensor(t).kind; }
+  static bytes_t tensor_bytes(const graph& g, index_t t) { return g.tensor(t).bytes; }  ///< tensor_info::bytes
+  static tensor_kind tensor_kind_of(const graph& g, index_t t) { return g.tensor(t).kind; }  ///< tensor_info::kind
+  /// tensor_info::name
   static const std::string& tensor_name(const graph& g, index_t t) { return g.tensor(t).name; }
+  /// tensor_info::shape
   static const std::vector<std::int64_t>& tensor_shape(const graph& g, index_t t) { return g.tensor(t).shape; }
 };
 

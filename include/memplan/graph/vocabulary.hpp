@@ -11,13 +11,17 @@
 
 namespace memplan {
 
+/// Phases by their value, as files and the CLI spell them.
 inline constexpr std::array<std::string_view, 3> phase_names{"forward", "backward", "update"};
+/// Tensor kinds by their value, as files and the CLI spell them.
 inline constexpr std::array<std::string_view, 7> tensor_kind_names{
     "input", "parameter", "activation", "gradient", "parameter_gradient", "optimizer_state", "other"};
 
+/// `p` as files spell it (`phase_names`).
 [[nodiscard]] constexpr std::string_view to_string(phase p) noexcept {
   return phase_names[static_cast<std::size_t>(p)];
 }
+/// `k` as files spell it (`tensor_kind_names`).
 [[nodiscard]] constexpr std::string_view to_string(tensor_kind k) noexcept {
   return tensor_kind_names[static_cast<std::size_t>(k)];
 }

@@ -31,6 +31,7 @@ namespace memplan {
 
 /// The bands of the memory picture: the tensor kinds, then the ops' workspace.
 inline constexpr std::size_t memory_band_count = tensor_kind_names.size() + 1;
+/// The workspace's band, after the tensor kinds' (band k < it: tensor_kind k).
 inline constexpr std::size_t workspace_band = tensor_kind_names.size();
 
 /// "activation", ..., "workspace".
@@ -40,8 +41,8 @@ inline constexpr std::size_t workspace_band = tensor_kind_names.size();
 
 /// Device memory per band from `time_us` until the next point.
 struct kind_point {
-  double time_us = 0;
-  std::array<bytes_t, memory_band_count> bytes{};
+  double time_us = 0;                              ///< when these bytes start to hold, µs into the run
+  std::array<bytes_t, memory_band_count> bytes{};  ///< per band: the tensor kinds, then workspace_band
 };
 
 namespace detail::memory_view {
@@ -103,6 +104,8 @@ inline std::vector<change> changes_of(const problem& p, const runtime::layout& l
 /// Device memory over the run of `r` split by what it holds: one point per
 /// time at which some buffer is made or freed, after all its changes, time
 /// ascending.
+/// \param p the problem `pl` plans.
+/// \param pl the plan, whose buffers (runtime::layout_of) are followed.
 /// \param r a report of `pl` on `p` simulated with `record_timeline`; an
 ///          invalid plan's (no buffers to follow) gives no points.
 /// \throws invalid_argument if the timeline names actions `pl` lacks.

@@ -15,29 +15,29 @@ namespace memplan {
 /// When one action ran (a row of the per-stream timeline).
 struct action_interval {
   index_t action = no_index;  ///< index into `plan::actions`
-  stream_kind stream = stream_kind::compute;
-  double start_us = 0;
-  double end_us = 0;
+  stream_kind stream = stream_kind::compute;  ///< the stream it ran on (stream_of its kind)
+  double start_us = 0;  ///< when it started, µs into the iteration
+  double end_us = 0;    ///< when it ended, µs into the iteration
   index_t order = 0;  ///< it was the order-th action to start (ties in time broken as the simulator did)
 };
 
 /// Device memory in use from `time_us` until the next point.
 struct memory_point {
-  double time_us = 0;
-  bytes_t bytes = 0;
+  double time_us = 0;  ///< µs into the iteration
+  bytes_t bytes = 0;   ///< device memory in use from then on
 };
 
 /// The simulator's verdict on one plan.
 struct report {
-  std::string planner;
-  bool feasible = false;
+  std::string planner;    ///< the plan's planner (plan::planner), for tables
+  bool feasible = false;  ///< the plan is valid and never needs more than the budget
   /// The verdict: `none` when feasible, else out_of_memory or invalid_plan.
   failure_kind kind = failure_kind::none;
   /// Why not feasible, for people (decide on `kind`), empty when feasible:
   /// "out of memory at action 17 (compute 'conv3'): ..." or "invalid plan: ...".
   std::string failure;
 
-  bytes_t budget_bytes = 0;
+  bytes_t budget_bytes = 0;  ///< the budget it was judged against
   /// Device memory the plan takes: its layout's arena when it has one
   /// (plan_layout.hpp), else `peak_live_bytes`.
   bytes_t peak_bytes = 0;

@@ -65,8 +65,8 @@ struct simulate_options {
 /// `simulator::run(p, pl, dev, simulator::unlimited)` in brief.
 struct unbounded_need {
   bool feasible = false;  ///< the plan is valid and runs
-  bytes_t peak_bytes = 0;
-  double time_us = 0;
+  bytes_t peak_bytes = 0;  ///< the device memory it takes (report::peak_bytes)
+  double time_us = 0;      ///< its iteration time, µs (report::time_us)
 };
 
 /// A simulator that keeps its buffers between runs, so that repeated calls
