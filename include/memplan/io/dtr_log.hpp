@@ -52,7 +52,7 @@ namespace memplan::io {
 
 /// A DTR log read as a graph.
 struct dtr_log {
-  memplan::graph graph;
+  memplan::graph graph;        ///< the ops (CALL, MUTATE) and their tensors (storages)
   memplan::schedule schedule;  ///< log order
   bytes_t refcount_peak = 0;   ///< no-eviction peak as DTR's simulator counts it
 };

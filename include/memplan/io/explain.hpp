@@ -23,9 +23,10 @@ namespace memplan::io {
 
 /// The unplanned peak: its step, bytes per tensor kind, the largest tensors live there.
 struct peak_breakdown {
-  index_t step = no_index;
-  bytes_t bytes = 0;
-  bytes_t workspace = 0;
+  index_t step = no_index;  ///< the step of the peak; no_index for a graph with no steps
+  bytes_t bytes = 0;        ///< the peak: tensors live at the step plus its workspace
+  bytes_t workspace = 0;    ///< the step's op's workspace, part of `bytes`
+  /// Bytes of the tensors live at the step, per tensor kind (indexed by `tensor_kind`).
   std::array<bytes_t, tensor_kind_names.size()> by_kind{};
   std::vector<index_t> largest;  ///< tensors live at the step, largest first
 };
@@ -51,6 +52,8 @@ struct peak_breakdown {
   return b;
 }
 
+/// `b` as `info --json` writes it: step, op name, bytes, `bytes_by_kind` by
+/// kind name, and the largest tensors by name, kind and bytes (`p` names them).
 [[nodiscard]] inline nlohmann::json to_json(const peak_breakdown& b, const problem& p) {
   nlohmann::json kinds = nlohmann::json::object();
   for (std::size_t k = 0; k < b.by_kind.size(); ++k) kinds[std::string(tensor_kind_names[k])] = b.by_kind[k];
@@ -70,9 +73,12 @@ struct peak_breakdown {
 
 /// One tensor a plan moves, rebuilds or splits.
 struct tensor_story {
-  index_t tensor = no_index;
-  decision what = decision::keep;
+  index_t tensor = no_index;       ///< the tensor (dense index)
+  decision what = decision::keep;  ///< the plan's decision for it (plan::decisions)
+  ///@{
+  /// How many times it is swapped out, swapped in, and rebuilt by a recomputation.
   int swap_outs = 0, swap_ins = 0, recomputes = 0;
+  ///@}
   index_t parts = 1;          ///< split: the most micro-tensors it is cut into
   double out_us = -1;         ///< first leaves the device: its first swap-out or free starts
   double back_us = -1;        ///< last comes back: its last swap-in or recomputation ends (-1: never)
@@ -176,6 +182,8 @@ inline std::vector<double> compute_gaps(const plan& pl, const report& r) {
   return story;
 }
 
+/// `stories` as `plan --explain --json` writes them, one object per tensor
+/// (named from `p`), times in ms (null: never).
 [[nodiscard]] inline nlohmann::json to_json(const std::vector<tensor_story>& stories, const problem& p) {
   nlohmann::json rows = nlohmann::json::array();
   for (const tensor_story& s : stories) {

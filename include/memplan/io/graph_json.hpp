@@ -25,6 +25,9 @@
 #include "memplan/graph/vocabulary.hpp"
 #include "memplan/io/json_fields.hpp"
 
+/// Files and what the CLI prints: graphs, plans, reports, device profiles
+/// and traces as JSON, DTR logs, SVG pictures, sizes, and the runs behind
+/// the CLI's commands (CMake component memplan::io, which needs nlohmann_json).
 namespace memplan::io {
 
 /// The `format` field of a graph document.
@@ -34,7 +37,7 @@ inline constexpr std::int64_t graph_format_version = 1;
 
 /// A graph read from a file and the order its ops run in.
 struct graph_document {
-  memplan::graph graph;
+  memplan::graph graph;        ///< the ops and tensors, ids as in the file
   memplan::schedule schedule;  ///< dense op indices: the file's `schedule`, or array order
 };
 
@@ -253,6 +256,7 @@ class graph_reader {
 /// written even when they hold their defaults, so the document does not
 /// depend on them; `shape` and `dtype` are left out when unknown (empty),
 /// `released_after` when the tensor does not record one.
+/// \param g the graph; its tensors and ops keep their ids.
 /// \param order dense op indices (a schedule of `g`).
 /// \throws invalid_graph if `order` names an op `g` does not have.
 [[nodiscard]] inline nlohmann::json to_json(const graph& g, const schedule& order) {

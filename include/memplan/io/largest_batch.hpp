@@ -46,6 +46,10 @@ struct largest_batch_result {
 /// makes (its cost is documented there).
 ///
 /// @param build  the problem at a batch: `build(int) -> problem`
+/// @param d  the device: its memory is the budget unless `o.budget` says otherwise
+/// @param planner  the planner, as the registry lists it
+/// @param options  the planner's options, the same at every batch
+/// @param o  the budget, the overhead limit and the search window
 /// @return the search and the plan at the batch it reports
 /// @throws invalid_argument as max_batch, or if `o.max_overhead` is negative or NaN;
 ///         what `build` and the planner throw

@@ -38,9 +38,9 @@ namespace memplan::io {
 
 /// A plan, its simulation and the host memory it needs.
 struct planned {
-  plan result;
-  report sim;
-  double planning_time_s = 0;
+  plan result;                 ///< the plan, as the planner returned it or as read
+  report sim;                  ///< the simulator's verdict and numbers on `result`
+  double planning_time_s = 0;  ///< wall time the planner took, s (0 for a plan read from a file)
   /// Host memory its host copies need at once, offloaded state included
   /// (the executor's pinned pool, runtime::pinned_bytes); 0 unless it fits.
   bytes_t host_bytes = 0;
@@ -56,6 +56,11 @@ struct planned {
 }
 
 /// Runs `planner` and simulates its plan on `d` (`memplan plan`, each row of `compare`).
+/// \param planner the planner, as the registry lists it.
+/// \param p the problem to plan.
+/// \param d the device the plan is simulated on.
+/// \param budget the device memory the plan must fit, bytes.
+/// \param options the planner's options.
 /// \param timeline record the simulator's timeline and memory curve (for a trace).
 /// \param host_memory the host memory its host copies may take at once; none: no limit.
 /// \throws what the planner throws on malformed input.
@@ -101,6 +106,7 @@ struct planned {
   return r.host_failure.empty() ? failure_kind::none : failure_kind::out_of_memory;
 }
 
+/// Whether `r` fits: its verdict (`verdict_of`) is `none`.
 [[nodiscard]] inline bool succeeded(const planned& r) { return verdict_of(r) == failure_kind::none; }
 
 /// Why `r` did not succeed, from the same source as `verdict_of`.
@@ -212,6 +218,7 @@ inline void set_planner_option(planner_options& o, std::string_view name, std::s
 
 /// The host memory a plan's host copies may take at once, as a SIZE in
 /// bytes (`--host-memory`; a percent of a device peak means nothing here).
+/// \param text the SIZE, as parse_size reads it ("256GiB", ...).
 /// \param what how the caller names the setting, for the message.
 /// \throws invalid_argument as parse_size, or if `text` is a percentage.
 [[nodiscard]] inline bytes_t parse_host_memory(std::string_view text, std::string_view what = "--host-memory") {

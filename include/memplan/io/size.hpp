@@ -26,7 +26,8 @@ namespace memplan::io {
 struct size_spec {
   bytes_t bytes = 0;        ///< the size, when `!is_percent`
   double percent = 0;       ///< percent of the baseline peak (> 0), when `is_percent`
-  bool is_percent = false;
+  bool is_percent = false;  ///< which of the two it is
+  /// Memberwise: the same `bytes`, `percent` and `is_percent`.
   friend bool operator==(const size_spec&, const size_spec&) = default;
 };
 

@@ -73,15 +73,19 @@ enum class element : unsigned char {
 /// A tensor as the builder sees it: the graph's tensor index and the logical
 /// shape (views such as `flatten` share the index).
 struct value {
-  index_t id = no_index;
-  shape_t shape;
+  index_t id = no_index;  ///< the graph's tensor index
+  shape_t shape;          ///< the logical shape, which a view may change without a new tensor
 };
 
 /// A 2-D window: kernel, stride and padding per axis.
 struct kernel2d {
+  ///@{
+  /// Per axis (height, width), in elements: the window's size, its stride, and
+  /// the zero padding on each side (an output extent is (in + 2 pad - k) / stride + 1).
   int h = 1, w = 1;
   int stride_h = 1, stride_w = 1;
   int pad_h = 0, pad_w = 0;
+  ///@}
   /// A k x k window.
   [[nodiscard]] static constexpr kernel2d square(int k, int stride = 1, int pad = 0) noexcept {
     return {k, k, stride, stride, pad, pad};
@@ -92,7 +96,7 @@ struct kernel2d {
 
 /// A model's training graph and the counts the tests check against papers.
 struct built_model {
-  memplan::graph graph;
+  memplan::graph graph;                   ///< one training iteration: forward, backward, update
   std::int64_t parameters = 0;            ///< trainable parameters (BN running stats excluded)
   std::int64_t task_head_parameters = 0;  ///< of which: a task head added for training (BERT's classifier)
   double forward_flops = 0;               ///< every forward op, FLOPs (2 per multiply-add)
@@ -104,6 +108,8 @@ struct built_model {
 class builder {
  public:
   /// \param name the graph's name (`resnet50-b32`).
+  /// \param opt the batch, width factor, element type, optimizer and input size.
+  /// \param dev the device whose roofline prices each op (op_info::time_us).
   builder(std::string name, const options& opt, const device_spec& dev)
       : opt_(opt), dev_(dev), graph_(std::move(name)) {
     switch (opt.type) {
@@ -113,7 +119,9 @@ class builder {
     }
   }
 
+  /// The options the model is built with.
   [[nodiscard]] const options& opts() const noexcept { return opt_; }
+  /// The batch size (`options::batch`): every source's outermost dimension.
   [[nodiscard]] std::int64_t batch() const noexcept { return opt_.batch; }
   /// `c` channels (or features) scaled by the width factor k, at least 1.
   [[nodiscard]] std::int64_t width(std::int64_t c) const noexcept {
@@ -127,9 +135,9 @@ class builder {
 
   /// An image-classification batch: NCHW images, int64 labels, class count.
   struct image_batch {
-    value images;
-    value labels;
-    std::int64_t classes = 1000;
+    value images;                 ///< [batch, 3, resolution, resolution], the activation type
+    value labels;                 ///< [batch], int64 class indices
+    std::int64_t classes = 1000;  ///< 1000 (ImageNet) or 10 (CIFAR-10)
   };
   /// Images at `options::resolution` (else `default_resolution`, or 32 for
   /// CIFAR) with ImageNet's 1000 classes or CIFAR-10's 10.

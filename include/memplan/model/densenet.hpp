@@ -16,6 +16,7 @@
 
 namespace memplan::model {
 
+/// DenseNet-121's layers per dense block.
 inline constexpr std::array<int, 4> densenet121_blocks{6, 12, 24, 16};
 
 /// BN, ReLU, then a convolution: DenseNet's pre-activation order.

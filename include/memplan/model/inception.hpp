@@ -34,6 +34,9 @@ inline value pool3x3_same(builder& b, const std::string& name, const value& x) {
 
 // ---- Inception-v3 (torchvision) ----------------------------------------------------
 
+/// torchvision's InceptionA (Mixed_5b-d), named `p`, on `x`: 1x1, 5x5, double
+/// 3x3 and average-pooled branches, concatenated; the pooled branch has
+/// `pool_features` channels (before the width factor).
 inline value inception_v3_a(builder& b, const std::string& p, const value& x, std::int64_t pool_features) {
   using namespace detail;
   const value b1 = conv1x1(b, p + ".branch1x1", x, 64);
@@ -44,6 +47,8 @@ inline value inception_v3_a(builder& b, const std::string& p, const value& x, st
   return b.concat(p + ".cat", {b1, b5, d, bp});
 }
 
+/// InceptionB (Mixed_6a), named `p`, on `x`: the reduction to 17x17, a
+/// stride-2 3x3, a double 3x3 and a max-pool, concatenated.
 inline value inception_v3_b(builder& b, const std::string& p, const value& x) {
   using namespace detail;
   const value b3 = conv3x3(b, p + ".branch3x3", x, 384, 2);
@@ -53,6 +58,9 @@ inline value inception_v3_b(builder& b, const std::string& p, const value& x) {
   return b.concat(p + ".cat", {b3, d, bp});
 }
 
+/// InceptionC (Mixed_6b-e), named `p`, on `x`: 1x1, factorised 7x7 (1x7 then
+/// 7x1), double factorised 7x7 and pooled branches; the 7x7 branches have
+/// `c7` inner channels (before the width factor).
 inline value inception_v3_c(builder& b, const std::string& p, const value& x, std::int64_t c7) {
   using namespace detail;
   const value b1 = conv1x1(b, p + ".branch1x1", x, 192);
@@ -68,6 +76,8 @@ inline value inception_v3_c(builder& b, const std::string& p, const value& x, st
   return b.concat(p + ".cat", {b1, s, d, bp});
 }
 
+/// InceptionD (Mixed_7a), named `p`, on `x`: the reduction to 8x8, stride-2
+/// 3x3 and 7x7x3 branches and a max-pool, concatenated.
 inline value inception_v3_d(builder& b, const std::string& p, const value& x) {
   using namespace detail;
   const value b3 = conv3x3(b, p + ".branch3x3_2", conv1x1(b, p + ".branch3x3_1", x, 192), 320, 2);
@@ -79,6 +89,8 @@ inline value inception_v3_d(builder& b, const std::string& p, const value& x) {
   return b.concat(p + ".cat", {b3, s, bp});
 }
 
+/// InceptionE (Mixed_7b-c), named `p`, on `x`: 1x1, a 3x3 expanded into 1x3
+/// and 3x1 side by side, a double 3x3 expanded likewise, and a pooled branch.
 inline value inception_v3_e(builder& b, const std::string& p, const value& x) {
   using namespace detail;
   const value b1 = conv1x1(b, p + ".branch1x1", x, 320);
@@ -132,6 +144,8 @@ inline void inception_v3(builder& b) {
 
 // ---- Inception-v4 (timm) -------------------------------------------------------------
 
+/// timm's Inception_A, named `p`, on `x`: 1x1, 3x3, double 3x3 and pooled
+/// branches of 96 channels each (before the width factor).
 inline value inception_v4_a(builder& b, const std::string& p, const value& x) {
   using namespace detail;
   const value b0 = conv1x1(b, p + ".branch0", x, 96);
@@ -142,6 +156,8 @@ inline value inception_v4_a(builder& b, const std::string& p, const value& x) {
   return b.concat(p + ".cat", {b0, b1, b2, b3});
 }
 
+/// Inception_B, named `p`, on `x`: 1x1, factorised 7x7 (1x7, 7x1), double
+/// factorised 7x7 and pooled branches (1024 channels at k = 1).
 inline value inception_v4_b(builder& b, const std::string& p, const value& x) {
   using namespace detail;
   const value b0 = conv1x1(b, p + ".branch0", x, 384);
@@ -157,6 +173,8 @@ inline value inception_v4_b(builder& b, const std::string& p, const value& x) {
   return b.concat(p + ".cat", {b0, b1, b2, b3});
 }
 
+/// Inception_C, named `p`, on `x`: 1x1, a 1x1 expanded into 1x3 and 3x1, a
+/// 3x1-1x3 stack expanded likewise, and a pooled branch (1536 channels at k = 1).
 inline value inception_v4_c(builder& b, const std::string& p, const value& x) {
   using namespace detail;
   const value b0 = conv1x1(b, p + ".branch0", x, 256);

@@ -15,10 +15,12 @@
 
 namespace memplan::model {
 
+///@{
 /// Blocks per stage of the bottleneck ResNets.
 inline constexpr std::array<int, 4> resnet50_blocks{3, 4, 6, 3};
 inline constexpr std::array<int, 4> resnet101_blocks{3, 4, 23, 3};
 inline constexpr std::array<int, 4> resnet152_blocks{3, 8, 36, 3};
+///@}
 
 /// One bottleneck block `prefix` (`layer1.0`): 1x1, 3x3 (grouped for
 /// ResNeXt), 1x1 expanding 4x, with a projection shortcut where the shape changes.

@@ -20,16 +20,16 @@ namespace memplan::model {
 
 /// The sizes of a Transformer.
 struct transformer_config {
-  const char* name;
+  const char* name;    ///< the zoo's name ("bert-base", ...)
   int layers;          ///< encoder layers (decoder layers too for the encoder-decoder)
-  std::int64_t hidden;
-  std::int64_t heads;
-  std::int64_t ffn;
-  std::int64_t vocab;
+  std::int64_t hidden;  ///< the model width d (scaled by k, a multiple of `heads`)
+  std::int64_t heads;   ///< attention heads
+  std::int64_t ffn;     ///< the feed-forward layer's inner width (scaled by k)
+  std::int64_t vocab;   ///< vocabulary size: the token embedding's rows (and the output projection's width)
   std::int64_t max_positions;  ///< learned position embeddings; 0 = sinusoidal (no parameters)
   std::int64_t type_vocab;     ///< BERT's segment embeddings; 0 = none
   int seq_len;                 ///< default sequence length
-  double dropout;
+  double dropout;              ///< dropout probability; > 0 makes attention and dropout ops not recomputable
 };
 
 /// TSPLIT's Transformer (IWSLT 2016): base model, 32k BPE vocabularies, 128 tokens.

@@ -13,11 +13,13 @@
 
 namespace memplan::model {
 
+///@{
 /// Output channels of each 3x3 convolution; 0 marks a 2x2 max-pool.
 inline constexpr std::array<int, 18> vgg16_config{64, 64, 0, 128, 128, 0, 256, 256, 256, 0,
                                                   512, 512, 512, 0, 512, 512, 512, 0};
 inline constexpr std::array<int, 21> vgg19_config{64, 64, 0, 128, 128, 0, 256, 256, 256, 256, 0,
                                                   512, 512, 512, 512, 0, 512, 512, 512, 512, 0};
+///@}
 
 /// VGG with `config`; convolution channels scale with k, the 4096-wide
 /// classifier does not (TSPLIT Table V scales "channels of convolution kernels").

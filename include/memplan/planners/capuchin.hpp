@@ -123,7 +123,10 @@ struct outcome {
 
 }  // namespace detail::capuchin
 
+/// The `capuchin` planner: its three stages on the simulator (see the file comment).
 struct capuchin_planner {
+  /// Plans `p` on `dev` within `budget`.
+  /// \throws invalid_argument if `budget` is negative.
   plan operator()(const problem& p, const device_spec& dev, bytes_t budget, const planner_options&) const {
     return detail::capuchin::plan_capuchin(p, dev, budget).result;
   }

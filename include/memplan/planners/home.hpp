@@ -231,14 +231,19 @@ template <class Evaluate, class Stop>
 /// The `home` planner. Its `seed_planners` runs the planners `--seed-with`
 /// names; the registry supplies it (it lists every planner, this one too).
 struct home_planner {
+  /// `--iterations`, `--particles`, `--seed-with`.
   static constexpr std::array<planner_option, 3> cli_options{
       {{"iterations", "N", "swarm iterations (default 500, §3.3)"},
        {"particles", "N", "particles (default 500, §3.3)"},
        {"seed-with", "a,b,...", "planners whose plans join the swarm as particles (e.g. capuchin,tsplit-nosplit)"}}};
   static constexpr bool searches = true;  ///< 500 x 500 particles by default
 
+  /// Runs the planners `--seed-with` names; null: `--seed-with` throws.
   planner_lookup seed_planners = nullptr;
 
+  /// Searches for the fastest plan of `p` on `dev` that fits `budget` (the file comment).
+  /// \throws invalid_argument for a negative budget, a malformed option, or
+  ///         more `--seed-with` planners than particles.
   plan operator()(const problem& p, const device_spec& dev, bytes_t budget, const planner_options& o) const {
     MEMPLAN_EXPECTS(budget >= 0, invalid_argument, "home: the budget must be non-negative, got ", budget);
     detail::home::swarm_settings settings;

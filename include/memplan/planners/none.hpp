@@ -8,7 +8,10 @@
 
 namespace memplan {
 
+/// The `none` planner: the plan that keeps every tensor.
 struct none_planner {
+  /// The keep-all plan of `p`; infeasible (out_of_memory) where its peak,
+  /// problem::baseline_peak, exceeds `budget`.
   plan operator()(const problem& p, const device_spec&, bytes_t budget, const planner_options&) const {
     plan result = keep_all_plan(p, budget);
     const bytes_t peak = p.baseline_peak();

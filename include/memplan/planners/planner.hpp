@@ -24,11 +24,13 @@ namespace memplan {
 /// VALUE`), as a planner declares it: `static constexpr
 /// std::array<planner_option, N> cli_options`, listed by `memplan CMD --help`.
 struct planner_option {
-  std::string_view name;
+  std::string_view name;   ///< the key in `planner_options::extra`, the CLI's `--NAME`
   std::string_view value;  ///< what it takes ("N", "a,b")
-  std::string_view help;
+  std::string_view help;   ///< one line for `--help`, with the default
 };
 
+/// What every planner takes besides the problem, device and budget: a seed,
+/// limits, the planner-specific settings, and a progress callback.
 struct planner_options {
   std::uint64_t seed = 1;    ///< for randomised planners; same seed, same plan
   double time_limit_s = 0;   ///< 0: none; otherwise return the best plan so far when it hits

@@ -30,16 +30,22 @@ namespace memplan {
 /// The `auto` planner. Its `members` runs the planners `--portfolio` names;
 /// the registry supplies it.
 struct portfolio_planner {
+  /// `--portfolio`.
   static constexpr std::array<planner_option, 1> cli_options{
       {{"portfolio", "a,b,...", "the planners tried (default: every planner that plans in milliseconds)"}}};
   /// Its members are registered planners: their plans come laid out (the
   /// online policies' by their allocator), so the registry keeps the layout.
   static constexpr bool lays_out = true;
+  /// The members without `--portfolio`: every registered planner that plans in milliseconds.
   static constexpr std::string_view default_portfolio =
       "none,capuchin,tsplit,dtr,delta,checkpoint,superneurons,vdnn-conv,vdnn-all,revolve";
 
+  /// Runs a member by name; null: operator() throws.
   planner_lookup members = nullptr;
 
+  /// Runs every member on `p` and returns the fastest plan that fits, else
+  /// the one with the lowest peak (see the file comment).
+  /// \throws invalid_argument without `members` or for a malformed `--portfolio`.
   plan operator()(const problem& p, const device_spec& dev, bytes_t budget, const planner_options& o) const {
     MEMPLAN_EXPECTS(members != nullptr, invalid_argument, "auto: needs the planner registry (use the registered 'auto')");
     const auto names = planner_names(option_text(o, "portfolio", default_portfolio), "auto", "portfolio");

@@ -25,11 +25,15 @@
 
 namespace memplan {
 
+/// A planner as a function pointer: problem, device, budget, options -> plan.
 using planner_fn = plan (*)(const problem&, const device_spec&, bytes_t, const planner_options&);
 
+/// A registered planner: its name, what it does, and how to run it.
 struct planner_entry {
-  std::string_view name;
-  std::string_view summary;
+  std::string_view name;     ///< as the CLI and `find_planner` spell it ("tsplit", ...)
+  std::string_view summary;  ///< one line for listings, with the paper
+  /// Runs the planner, lays out its plan (unless it lays out its own) and
+  /// checks it with the validator: a plan it calls feasible is valid.
   planner_fn run;
   /// The planner-specific settings it reads from `planner_options::extra`
   /// (the CLI accepts them as `--NAME VALUE`): a planner declares them as

@@ -487,6 +487,8 @@ inline judged plan_tsplit(const problem& p, const device_spec& dev, bytes_t budg
 
 /// TSPLIT w/o Split: Algo 2 over swap and recompute (Eq. 2-4).
 struct tsplit_nosplit_planner {
+  /// Plans `p` on `dev` within `budget`, on `options.threads` threads.
+  /// \throws invalid_argument if `budget` is negative.
   plan operator()(const problem& p, const device_spec& dev, bytes_t budget, const planner_options& options) const {
     MEMPLAN_EXPECTS(budget >= 0, invalid_argument, "tsplit-nosplit: the budget must be non-negative, got ", budget);
     return detail::tsplit::plan_tsplit(p, dev, budget, "tsplit-nosplit", {false}, options.threads).result;
@@ -496,6 +498,8 @@ static_assert(planner<tsplit_nosplit_planner>);
 
 /// TSPLIT: Algo 2 over swap, recompute and split (Eq. 2-6).
 struct tsplit_planner {
+  /// Plans `p` on `dev` within `budget`, on `options.threads` threads.
+  /// \throws invalid_argument if `budget` is negative.
   plan operator()(const problem& p, const device_spec& dev, bytes_t budget, const planner_options& options) const {
     MEMPLAN_EXPECTS(budget >= 0, invalid_argument, "tsplit: the budget must be non-negative, got ", budget);
     return detail::tsplit::plan_tsplit(p, dev, budget, "tsplit", {true, false}, options.threads).result;

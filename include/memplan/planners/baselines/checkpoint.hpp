@@ -30,7 +30,10 @@
 
 namespace memplan {
 
+/// The `checkpoint` planner: sqrt(n) segments (see the file comment).
 struct checkpoint_planner {
+  /// Plans `p` on `dev` with checkpoints about sqrt(n) forward ops apart;
+  /// the budget decides only the verdict, not the segments.
   plan operator()(const problem& p, const device_spec& dev, bytes_t budget, const planner_options&) const {
     const std::size_t n = p.num_steps();
     const baseline_uses uses(p);

@@ -39,12 +39,16 @@
 
 namespace memplan {
 
+/// The `superneurons` planner (see the file comment).
 struct superneurons_planner {
   /// The layers SuperNeurons recomputes rather than stores.
   static constexpr std::array<std::string_view, 9> cheap_types{"max_pool", "avg_pool", "avgpool", "relu", "relu6",
                                                               "batch_norm", "lrn", "tanh", "gelu"};
+  /// Counts along the schedule at most, each for a lower target (the file comment).
   static constexpr int max_tries = 8;
 
+  /// Plans `p` on `dev`: evicts by the count, then lowers the target until
+  /// the plan fits `budget` or `max_tries` are spent; returns the best tried.
   plan operator()(const problem& p, const device_spec& dev, bytes_t budget, const planner_options&) const {
     plan best;
     bytes_t target = budget;
@@ -101,6 +105,8 @@ struct superneurons_planner {
     return at;
   }
 
+  /// Whether tensor `t` (which has a producer) is the output of a layer in
+  /// `cheap_types`: recomputed rather than offloaded when evicted.
   static bool cheap(const problem& p, index_t t) {
     const std::string_view type = p.op_type[static_cast<std::size_t>(p.producer[static_cast<std::size_t>(t)])];
     return std::ranges::find(cheap_types, type) != cheap_types.end();

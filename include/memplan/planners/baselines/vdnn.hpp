@@ -63,6 +63,7 @@ inline plan vdnn_plan(const problem& p, const device_spec& dev, bytes_t budget, 
 
 /// vDNN-conv: offloads the inputs of convolution layers.
 struct vdnn_conv_planner {
+  /// Plans `p` on `dev`: offloads in the forward pass, prefetches for the backward (the file comment).
   plan operator()(const problem& p, const device_spec& dev, bytes_t budget, const planner_options&) const {
     return detail::vdnn_plan(p, dev, budget, true);
   }
@@ -71,6 +72,7 @@ static_assert(planner<vdnn_conv_planner>);
 
 /// vDNN-all: offloads the inputs of every layer.
 struct vdnn_all_planner {
+  /// Plans `p` on `dev` as vdnn_conv_planner, for every layer.
   plan operator()(const problem& p, const device_spec& dev, bytes_t budget, const planner_options&) const {
     return detail::vdnn_plan(p, dev, budget, false);
   }

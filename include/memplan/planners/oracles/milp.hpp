@@ -530,6 +530,7 @@ inline void judge(const problem& p, const device_spec& dev, bytes_t budget, doub
 
 /// Checkmate's integer program (see the file comment), solved by CBC.
 struct milp_planner {
+  /// `--max-ops`, `--seed-with`.
   static constexpr std::array<planner_option, 2> cli_options{
       {{"max-ops", "N", "refuse graphs of more ops (default 120: the program grows with ops squared)"},
        {"seed-with", "a,b,...", "start CBC from these planners' plans (e.g. revolve,checkpoint)"}}};
@@ -538,6 +539,10 @@ struct milp_planner {
   /// Runs the planners `--seed-with` names; the registry supplies it.
   planner_lookup seed_planners = nullptr;
 
+  /// The fastest recompute-only plan of `p` within `budget`, or the best CBC
+  /// found by `o.time_limit_s` (its gap in the reason); gives up
+  /// (planner_gave_up) on graphs of more than `--max-ops` ops.
+  /// \throws invalid_argument for a malformed option.
   plan operator()(const problem& p, const device_spec& dev, bytes_t budget, const planner_options& o) const {
     namespace milp = detail::milp;
     const std::size_t n = p.num_steps();

@@ -83,10 +83,14 @@ namespace detail::revolve {
   return r * steps - detail::revolve::binomial(slots + r, slots + 1, cap);
 }
 
+/// The `revolve` planner: Revolve's optimal schedule for a chain (see the file comment).
 struct revolve_planner {
+  /// `--slots`.
   static constexpr std::array<planner_option, 1> cli_options{
       {{"slots", "N", "checkpoint slots (default: the most that fit the budget)"}}};
 
+  /// Plans `p` with the fewest forward steps for its checkpoint slots; gives
+  /// up (planner_gave_up) where `p` is not a chain.
   plan operator()(const problem& p, const device_spec& dev, bytes_t budget, const planner_options& o) const {
     plan_builder refused(p, "revolve", budget);
     const chain c = find_chain(p);
