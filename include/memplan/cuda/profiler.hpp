@@ -27,9 +27,9 @@ namespace memplan::cuda {
 /// How the link is measured: copies of `small_bytes` and `large_bytes`,
 /// each timed `repeats` times; the fastest of each is kept.
 struct link_probe {
-  bytes_t small_bytes = 4 << 10;
-  bytes_t large_bytes = 64 << 20;
-  int repeats = 10;
+  bytes_t small_bytes = 4 << 10;   ///< a copy short enough that its time is mostly the latency
+  bytes_t large_bytes = 64 << 20;  ///< a copy long enough that its time is mostly bytes / bandwidth
+  int repeats = 10;                ///< timings of each size; the fastest counts
 };
 
 namespace detail {

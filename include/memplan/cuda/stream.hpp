@@ -14,8 +14,12 @@
 #include "memplan/cuda/error.hpp"
 #include "memplan/error.hpp"
 
+/// The CUDA adapters (memplan::cuda, CMake component `cuda`): the executor's
+/// device on the CUDA runtime, and the profiler that measures a device_spec.
 namespace memplan::cuda {
 
+/// A non-owning, copyable stream handle that is never the legacy default
+/// stream; what the executor's device takes and hands out.
 class stream_view {
  public:
   /// \throws invalid_argument for 0 / nullptr (the legacy default stream).
@@ -26,8 +30,11 @@ class stream_view {
   stream_view(std::nullptr_t) = delete;
   stream_view(int) = delete;
 
+  /// The handle, for CUDA calls.
   [[nodiscard]] cudaStream_t value() const noexcept { return stream_; }
+  /// The handle, so that a view passes where CUDA takes a `cudaStream_t`.
   operator cudaStream_t() const noexcept { return stream_; }  // NOLINT(google-explicit-constructor)
+  /// Views of the same stream.
   friend bool operator==(stream_view, stream_view) = default;
 
  private:
@@ -39,7 +46,9 @@ class stream {
  public:
   /// \throws cuda_error if creation fails.
   stream() { MEMPLAN_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
+  /// Takes `other`'s stream; `other` owns none afterwards.
   stream(stream&& other) noexcept : stream_(std::exchange(other.stream_, nullptr)) {}
+  /// Swaps the streams: `other` destroys this one's old stream.
   stream& operator=(stream&& other) noexcept {
     std::swap(stream_, other.stream_);
     return *this;
@@ -50,7 +59,10 @@ class stream {
     if (stream_ != nullptr) MEMPLAN_CUDA_ASSERT_OK(cudaStreamDestroy(stream_));
   }
 
+  /// A view of the stream.
+  /// \throws invalid_argument on a moved-from stream (it owns none).
   [[nodiscard]] stream_view view() const { return stream_view(stream_); }
+  /// The handle, for CUDA calls; null on a moved-from stream.
   [[nodiscard]] cudaStream_t value() const noexcept { return stream_; }
 
  private:
@@ -65,7 +77,9 @@ class event {
   explicit event(bool timing = false) {
     MEMPLAN_CUDA_TRY(cudaEventCreateWithFlags(&event_, timing ? cudaEventDefault : cudaEventDisableTiming));
   }
+  /// Takes `other`'s event; `other` owns none afterwards.
   event(event&& other) noexcept : event_(std::exchange(other.event_, nullptr)) {}
+  /// Swaps the events: `other` destroys this one's old event.
   event& operator=(event&& other) noexcept {
     std::swap(event_, other.event_);
     return *this;
@@ -76,6 +90,7 @@ class event {
     if (event_ != nullptr) MEMPLAN_CUDA_ASSERT_OK(cudaEventDestroy(event_));
   }
 
+  /// The handle, for CUDA calls; null on a moved-from event.
   [[nodiscard]] cudaEvent_t value() const noexcept { return event_; }
 
  private:

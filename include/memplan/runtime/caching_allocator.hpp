@@ -50,6 +50,7 @@ namespace memplan::runtime {
 /// Per stream, the latest action that must have ended before bytes freed
 /// with this clock are reused; no_index: none.
 using release_clock = std::array<index_t, stream_count>;
+/// The clock of bytes never used: nothing to wait for.
 inline constexpr release_clock no_release{no_index, no_index, no_index};
 
 /// Per stream, the later of two clocks' actions.
@@ -57,16 +58,18 @@ inline constexpr release_clock no_release{no_index, no_index, no_index};
   return {std::max(a[0], b[0]), std::max(a[1], b[1]), std::max(a[2], b[2])};
 }
 
+/// PyTorch's caching allocator, modelled in an arena (see the file comment):
+/// blocks out of cached segments in two pools, offsets instead of pointers.
 class caching_allocator final {
  public:
   /// A block handed out: `block` names it for `free` (no_index for a
   /// request of 0 bytes, which takes no memory); `after`: the clock of the
   /// bytes it reuses.
   struct allocation {
-    index_t block = no_index;
-    bytes_t offset = 0;
+    index_t block = no_index;  ///< the block's name, for `free`
+    bytes_t offset = 0;        ///< where the block starts in the arena
     bytes_t size = 0;  ///< the block's bytes: the request rounded, or more where a remainder was too small to keep
-    release_clock after = no_release;
+    release_clock after = no_release;  ///< wait for these actions before writing the block
   };
   /// Driver calls so far.
   struct calls {
@@ -132,6 +135,7 @@ class caching_allocator final {
     insert_free(merge(b, prev));
   }
 
+  /// The arena's size, bytes: segments are placed inside it.
   [[nodiscard]] bytes_t arena() const noexcept { return arena_; }
   /// Bytes in allocated blocks (rounded).
   [[nodiscard]] bytes_t allocated() const noexcept { return allocated_; }
@@ -139,7 +143,9 @@ class caching_allocator final {
   [[nodiscard]] bytes_t reserved() const noexcept { return reserved_; }
   /// The highest end of a segment so far: the arena the run needed.
   [[nodiscard]] bytes_t high_water() const noexcept { return high_water_; }
+  /// Driver calls so far: segments made and given back, and flushes.
   [[nodiscard]] const calls& driver_calls() const noexcept { return calls_; }
+  ///@{
   /// The largest free block in either pool, and the largest stretch of the
   /// arena no segment holds: why a request does not fit.
   [[nodiscard]] bytes_t largest_free_block() const {
@@ -157,6 +163,7 @@ class caching_allocator final {
     }
     return std::max(most, arena_ - from);
   }
+  ///@}
   /// What the driver calls so far cost, µs.
   [[nodiscard]] double driver_us() const noexcept {
     return static_cast<double>(calls_.mallocs) * spec_.segment_malloc_us +

@@ -29,12 +29,15 @@
 #include "memplan/problem.hpp"
 #include "memplan/runtime/arena.hpp"
 
+/// Running a plan: the buffers its actions make (layout.hpp), where they
+/// lie in device memory (placement.hpp), the caching allocator the online
+/// policies model, and the executor that issues the actions on a device.
 namespace memplan::runtime {
 
 /// A device copy of a tensor, an action's workspace, or a host copy.
 struct buffer {
   index_t tensor = no_index;  ///< no_index: workspace
-  bytes_t bytes = 0;
+  bytes_t bytes = 0;          ///< its size (a micro-tensor's: micro_bytes)
   /// The action that allocates it; `layout::load` for tensors on the device
   /// at time 0 and for the host copies of offloaded state.
   index_t maker = no_index;
@@ -46,11 +49,13 @@ struct buffer {
   std::array<index_t, stream_count> holders{no_index, no_index, no_index};
   index_t parts = 1;          ///< a micro-tensor: `part` of `parts`; else 1
   index_t part = no_index;    ///< a micro-tensor: which one; no_index: the whole tensor (or workspace)
+  ///@{
   /// A micro-tensor split in place: the whole device buffer it was part of,
   /// and where in it it starts (micro-tensor k of parts starts at
   /// bytes(whole) · k / parts). no_index: a block of its own.
   index_t whole = no_index;
   bytes_t start = 0;
+  ///@}
   /// A whole device buffer split in place (its `release`): its first
   /// micro-tensor buffer; the `parts` of them follow in order.
   index_t split_into = no_index;
@@ -58,17 +63,17 @@ struct buffer {
 
 /// Bytes [offset, offset + bytes) of a device buffer.
 struct slice {
-  index_t buffer = no_index;
-  bytes_t offset = 0;
-  bytes_t bytes = 0;
+  index_t buffer = no_index;  ///< index into `layout::device`
+  bytes_t offset = 0;         ///< from the buffer's start
+  bytes_t bytes = 0;          ///< the slice's length
 };
 
 /// The bytes [offset, offset + bytes) of a tensor that an op reads or
 /// writes, held in `slices`, in order (empty: an output the op leaves alone).
 struct access {
-  bytes_t offset = 0;
-  bytes_t bytes = 0;
-  std::vector<slice> slices;
+  bytes_t offset = 0;         ///< from the tensor's start (micro-tensor k's offset for a micro-op)
+  bytes_t bytes = 0;          ///< the length read or written
+  std::vector<slice> slices;  ///< the buffers' bytes that hold them, back to back
 };
 
 /// What an action touches: indices into `layout::device` / `layout::host`.
@@ -76,7 +81,7 @@ struct action_buffers {
   std::vector<access> reads;   ///< compute/recompute: inputs, in p.inputs(step) order
   std::vector<access> writes;  ///< compute/recompute: outputs, in p.outputs(step) order; no slices if already there
   std::vector<index_t> allocates;  ///< device buffers allocated when it is issued (outputs, workspace, swap-in target)
-  index_t workspace = no_index;
+  index_t workspace = no_index;  ///< compute/recompute: the op's workspace buffer, or no_index for none
   index_t device = no_index;  ///< swap_out: the copy saved; swap_in: the copy made; free: the copy released
   index_t host = no_index;    ///< swap_out: the host copy written; swap_in: the host copy read
   bytes_t host_start = 0;     ///< swap_in: where in the host copy its bytes start (a micro-tensor of a whole copy)
@@ -85,13 +90,15 @@ struct action_buffers {
   std::vector<index_t> releases_host;    ///< host copies given back after it is issued
 };
 
+/// Every buffer a plan's run makes and what each action touches
+/// (`layout_of`); the executor runs the plan from it.
 struct layout {
   /// The pseudo-action that loads the tensors without a producer (index
   /// actions.size(): after every real action, so never a real one's number).
   index_t load = 0;
-  std::vector<buffer> device;
-  std::vector<buffer> host;
-  std::vector<action_buffers> actions;
+  std::vector<buffer> device;           ///< device copies and workspaces, in the order they are made
+  std::vector<buffer> host;             ///< host copies: one per swap_out, one per offloaded state
+  std::vector<action_buffers> actions;  ///< per action of the plan
   std::vector<index_t> initial;           ///< device buffers of tensors without a producer
   std::vector<index_t> initial_host;      ///< host copies of offloaded state, loaded at the start
   std::vector<index_t> released_at_load;  ///< initial buffers no action touches (not persistent)

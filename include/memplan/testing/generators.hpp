@@ -26,22 +26,26 @@
 #include "memplan/graph/graph.hpp"
 #include "memplan/problem.hpp"
 
+/// Test support: random training graphs, the properties every plan must
+/// have, shrinking a failing case, and HOME's golden results.
 namespace memplan::testing {
 
 /// The forward pass's shape.
 enum class graph_shape : std::uint8_t { chain, residual, inception, transformer, random_dag };
+/// Shapes by their value, as test names and failure messages spell them.
 inline constexpr std::array<std::string_view, 5> graph_shape_names{"chain", "residual", "inception", "transformer",
                                                                    "random-dag"};
+/// `s` as `graph_shape_names` spells it.
 [[nodiscard]] constexpr std::string_view to_string(graph_shape s) noexcept {
   return graph_shape_names[static_cast<std::size_t>(s)];
 }
 
 /// What `random_training_graph` draws.
 struct graph_options {
-  graph_shape shape = graph_shape::chain;
+  graph_shape shape = graph_shape::chain;  ///< the forward pass's shape; the backward pass mirrors it
   int forward_ops = 16;                  ///< at least this many forward ops (blocks are finished)
   bytes_t min_bytes = 256;               ///< tensor sizes are log-uniform in [min_bytes, max_bytes]
-  bytes_t max_bytes = bytes_t{256} << 20;
+  bytes_t max_bytes = bytes_t{256} << 20;  ///< see `min_bytes`
   double zero_bytes_fraction = 0.05;     ///< tensors of 0 bytes
   double not_recomputable_fraction = 0.15;  ///< forward ops that may not be recomputed
   double not_splittable_fraction = 0.3;     ///< ops without split dimensions

@@ -30,9 +30,10 @@ namespace memplan::testing {
 /// --cifar --device rtx-2080ti --planners capuchin`), HOME Table 2's
 /// setting. HOME does not give ResNet's depth; we use ResNet-50.
 struct home_workload {
-  const char* model;
-  int batch;
+  const char* model;  ///< the zoo's name
+  int batch;          ///< the batch size
 };
+/// The six models of HOME Table 3, in the table's order.
 inline constexpr std::array<home_workload, 6> home_table3{{{"mobilenet", 14755},
                                                           {"plain20", 56530},
                                                           {"squeezenet", 15011},
@@ -40,17 +41,20 @@ inline constexpr std::array<home_workload, 6> home_table3{{{"mobilenet", 14755},
                                                           {"resnet50", 2687},
                                                           {"inception_v3", 699}}};
 
+///@{
 /// The search the golden results record: HOME §3.3's swarm, seed 1.
 inline constexpr ::memplan::detail::home::swarm_settings golden_swarm{500, 500};
 inline constexpr std::uint64_t golden_seed = 1;
+///@}
 
 /// A workload's problem, device and budget (the device's whole memory).
 struct home_instance {
-  problem p;
-  device_spec dev = find_device("rtx-2080ti");
-  bytes_t budget = dev.memory_bytes;
+  problem p;                                    ///< the model at the workload's batch, CIFAR-10 inputs, DFS order
+  device_spec dev = find_device("rtx-2080ti");  ///< HOME's GPU, an RTX 2080 Ti (11 GiB)
+  bytes_t budget = dev.memory_bytes;            ///< all of its memory
 };
 
+/// Builds workload `w`'s model with CIFAR-10 inputs and compiles it in DFS order.
 [[nodiscard]] inline home_instance load(const home_workload& w) {
   home_instance in;
   model::options o;
@@ -83,6 +87,8 @@ struct home_instance {
   return root + "/tests/data/home_golden/" + w.model + ".json";
 }
 
+/// The golden result stored at `path` (golden_path), as JSON.
+/// \throws error if the file cannot be read; nlohmann::json's parse_error if it is not JSON.
 [[nodiscard]] inline nlohmann::json read_golden(const std::string& path) {
   std::ifstream in(path);
   MEMPLAN_EXPECTS(in.good(), error, "cannot read HOME's golden result '", path, "'");
