@@ -13,9 +13,11 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "executor_checks.hpp"
@@ -543,6 +545,67 @@ TEST_CASE("executor: buffers sit at the plan's offsets; bytes freed before are r
                                            "overlaps tensor 'b' (made by action 1 (compute 'fb')) at offset 512"),
                          invalid_plan);
   }
+}
+
+namespace {
+
+/// A framework's own allocator (memplan::allocator): memplan's arena, plus
+/// the log of every block taken at a layout's offset and the blocks held
+/// now, as a framework's memory statistics would keep them.
+class logged_arena {
+ public:
+  explicit logged_arena(bytes_t capacity) : arena_(capacity) {}
+  static bytes_t footprint(bytes_t n) { return runtime::arena::footprint(n); }
+  std::optional<bytes_t> allocate(bytes_t n) { return arena_.allocate(n); }
+  bool allocate_at(bytes_t offset, bytes_t extent) {
+    const bool taken = arena_.allocate_at(offset, extent);
+    if (taken && extent > 0) taken_at.emplace_back(offset, extent), ++held;
+    return taken;
+  }
+  void deallocate(bytes_t offset, bytes_t n) { arena_.deallocate(offset, n); }
+  void deallocate_extent(bytes_t offset, bytes_t extent) {
+    if (extent > 0) --held;
+    arena_.deallocate_extent(offset, extent);
+  }
+  void clear() { arena_.clear(); }
+  [[nodiscard]] bytes_t capacity() const { return arena_.capacity(); }
+  [[nodiscard]] bytes_t in_use() const { return arena_.in_use(); }
+  [[nodiscard]] bytes_t peak() const { return arena_.peak(); }
+
+  std::vector<std::pair<bytes_t, bytes_t>> taken_at;  ///< (offset, extent), in the order taken
+  index_t held = 0;                                   ///< blocks taken and not given back
+
+ private:
+  runtime::arena arena_;
+};
+static_assert(memplan::allocator<logged_arena>);
+static_assert(!memplan::allocator<std::vector<bytes_t>>);
+
+}  // namespace
+
+TEST_CASE("executor: a device over the framework's own allocator sees every block of the layout") {
+  // The hand layout of the test above (a 0, b 512, c 256, d 768, e 512 B
+  // at 0), run on host::basic_device<logged_arena>: the allocator is asked
+  // for exactly those blocks, in issue order, and holds none after release.
+  const holes_graph h = make_holes_graph();
+  plan pl = keep_all_plan(h.p, 1024);
+  pl.offsets = {0, 512, 256, 768, 0, 0, 0};
+  pl.arena_bytes = 1024;
+  host::basic_device<logged_arena> dev({.arena_bytes = 1024, .pinned_bytes = 0, .before_copy = {}});
+  static_assert(memplan::device<host::basic_device<logged_arena>>);
+  executor<host::basic_device<logged_arena>> ex(dev, h.p, pl);
+  const auto stats = ex.run([](const op_call&, host::stream_view) {}, [](index_t, void*, host::stream_view) {});
+  CHECK(stats.ops_run == 7);
+  const std::vector<std::pair<bytes_t, bytes_t>> expected{{0, 256}, {512, 256}, {256, 256}, {768, 256}, {0, 512}};
+  CHECK(dev.arena().taken_at == expected);
+  CHECK(dev.arena().peak() == 1024);
+  ex.release();
+  CHECK(dev.arena().held == 0);
+  CHECK(dev.arena().in_use() == 0);
+  // executor::run takes only callbacks of the documented shapes.
+  const auto no_stream = [](const op_call&) {};
+  static_assert(!runtime::op_runner<decltype(no_stream), host::stream_view>);
+  static_assert(runtime::tensor_loader<decltype(loader(std::declval<const example::float_workload&>())), host::stream_view>);
 }
 
 TEST_CASE("executor: a layout from the simulator's timeline fits its start order, not the list's") {

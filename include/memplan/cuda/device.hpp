@@ -33,17 +33,21 @@ namespace memplan::cuda {
   return count;
 }
 
+/// Settings of a CUDA device.
 struct device_options {
   int ordinal = 0;           ///< which GPU
   bytes_t arena_bytes = 0;   ///< the one device allocation (the budget to run under)
   bytes_t pinned_bytes = 0;  ///< the one pinned host allocation for swapped-out tensors
 };
 
+/// The CUDA model of `memplan::device`: one GPU, its arena and a pinned host
+/// pool, both sub-allocated by `runtime::arena` (see the file comment).
 class device {
  public:
-  using stream = cuda::stream;
-  using stream_view = cuda::stream_view;
-  using event = cuda::event;
+  using stream = cuda::stream;            ///< an owning non-blocking cudaStream_t
+  using stream_view = cuda::stream_view;  ///< what launched work enqueues on
+  using event = cuda::event;              ///< an owning ordering-only cudaEvent_t
+  using allocator_type = runtime::arena;  ///< sub-allocates both arenas
 
   /// Selects the GPU and makes the two allocations.
   /// \throws cuda_error if either fails (the message names the call);
@@ -68,13 +72,25 @@ class device {
   device& operator=(const device&) = delete;
   ~device() { free_memory(); }
 
+  /// The GPU it runs on (`device_options::ordinal`).
   [[nodiscard]] int ordinal() const noexcept { return ordinal_; }
 
+  /// A new non-blocking stream.
+  /// \throws cuda_error if creation fails.
   [[nodiscard]] stream make_stream() const { return stream(); }
+  /// A new ordering-only event.
+  /// \throws cuda_error if creation fails.
   [[nodiscard]] event make_event() const { return event(); }
 
+  /// cudaEventRecord of `e` on `s`.
+  /// \throws cuda_error if it fails.
   void record(event& e, stream& s) const { MEMPLAN_CUDA_TRY(cudaEventRecord(e.value(), s.value())); }
+  /// cudaStreamWaitEvent: `s` waits on the device, the host does not block.
+  /// \throws cuda_error if it fails.
   void wait(stream& s, const event& e) const { MEMPLAN_CUDA_TRY(cudaStreamWaitEvent(s.value(), e.value(), 0)); }
+  /// cudaEventQuery: false while `e`'s work is pending (cudaErrorNotReady is
+  /// an answer, cleared); never blocks.
+  /// \throws cuda_error for any other error.
   [[nodiscard]] bool query(const event& e) const {
     const cudaError_t status = cudaEventQuery(e.value());
     if (status == cudaErrorNotReady) {
@@ -84,7 +100,11 @@ class device {
     MEMPLAN_CUDA_TRY(status);
     return true;
   }
+  /// cudaEventSynchronize: blocks the calling thread until `e` has completed.
+  /// \throws cuda_error if it fails.
   void synchronize(const event& e) const { MEMPLAN_CUDA_TRY(cudaEventSynchronize(e.value())); }
+  /// cudaStreamSynchronize: blocks the calling thread until `s` is idle.
+  /// \throws cuda_error for an error it reports (a fault in work on `s`).
   void synchronize(stream& s) const { MEMPLAN_CUDA_TRY(cudaStreamSynchronize(s.value())); }
 
   /// Calls `f(view)` now; `f` enqueues its work on the view.
@@ -92,6 +112,9 @@ class device {
   void launch(stream& s, F&& f) const {
     std::forward<F>(f)(s.view());
   }
+  /// cudaMemcpyAsync of `bytes` bytes on `s` (nothing for 0): enqueued, not
+  /// done, on return.
+  /// \throws cuda_error if it cannot be enqueued.
   void copy(void* dst, const void* src, std::size_t bytes, copy_kind kind, stream_view s) const {
     if (bytes == 0) return;
     const cudaMemcpyKind k = kind == copy_kind::device_to_host   ? cudaMemcpyDeviceToHost
@@ -100,9 +123,13 @@ class device {
     MEMPLAN_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, k, s.value()));
   }
 
+  /// The device arena's allocator; its offsets index `device_memory()`.
   [[nodiscard]] runtime::arena& arena() noexcept { return arena_; }
+  /// The one cudaMalloc allocation (null if `arena_bytes` was 0).
   [[nodiscard]] std::byte* device_memory() noexcept { return device_memory_; }
+  /// The pinned pool's allocator; its offsets index `pinned_memory()`.
   [[nodiscard]] runtime::arena& pinned() noexcept { return pinned_; }
+  /// The one cudaHostAlloc allocation (null if `pinned_bytes` was 0).
   [[nodiscard]] std::byte* pinned_memory() noexcept { return pinned_memory_; }
 
  private:

@@ -1,13 +1,16 @@
 #pragma once
 /// \file
 /// `host::device`: the `memplan::device` model that runs everywhere (and is
-/// what CI exercises). A stream is a thread draining a queue in issue order;
+/// what CI exercises); `host::basic_device<A>` is the same over an allocator
+/// of the framework's own (`memplan::allocator`). A stream is a thread
+/// draining a queue in issue order;
 /// an event is a completion flag (a recorded and a completed generation);
 /// the device arena and the pinned pool are ordinary aligned host
 /// allocations; a copy is a memcpy on the stream's thread. Work on
 /// different streams really runs concurrently, so a plan missing an order
 /// shows up as wrong numbers or a ThreadSanitizer report.
 
+#include <concepts>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -22,12 +25,16 @@
 #include <utility>
 
 #include "memplan/error.hpp"
+#include "memplan/runtime/allocator.hpp"
 #include "memplan/runtime/arena.hpp"
 #include "memplan/runtime/device.hpp"
 
+/// The host backend: `memplan::device` on threads and ordinary memory, to run
+/// and test plans without a GPU.
 namespace memplan::host {
 
-class device;
+template <memplan::allocator A>
+class basic_device;
 class stream;
 
 namespace detail {
@@ -60,10 +67,12 @@ class worker;
 /// Non-owning view of a host stream, handed to work running on it.
 class stream_view {
  public:
+  /// Views of the same stream.
   friend bool operator==(stream_view, stream_view) = default;
 
  private:
-  friend class device;
+  template <memplan::allocator A>
+  friend class basic_device;
   friend class stream;
   friend class detail::worker;
   explicit stream_view(detail::worker* w) noexcept : worker_(w) {}
@@ -154,10 +163,12 @@ inline aligned_bytes allocate_aligned(bytes_t bytes) {
 /// posted to it, when the stream is destroyed.
 class stream {
  public:
+  /// A view of the stream.
   [[nodiscard]] stream_view view() const noexcept { return stream_view(worker_.get()); }
 
  private:
-  friend class device;
+  template <memplan::allocator A>
+  friend class basic_device;
   stream() : worker_(std::make_unique<detail::worker>()) {}
   std::unique_ptr<detail::worker> worker_;
 };
@@ -166,7 +177,8 @@ class stream {
 /// state: destroy it only after the streams that use it are synchronized.
 class event {
  private:
-  friend class device;
+  template <memplan::allocator A>
+  friend class basic_device;
   event() : state_(std::make_unique<detail::event_state>()) {}
   std::unique_ptr<detail::event_state> state_;
 };
@@ -180,24 +192,39 @@ struct device_options {
   std::function<void(copy_kind, std::size_t)> before_copy;
 };
 
-/// The host model of `memplan::device`.
-class device {
+/// The host model of `memplan::device`, its arenas sub-allocated by `A`.
+template <memplan::allocator A>
+class basic_device {
  public:
-  using stream = host::stream;
-  using stream_view = host::stream_view;
-  using event = host::event;
+  using stream = host::stream;            ///< a thread draining a queue
+  using stream_view = host::stream_view;  ///< what launched work is handed
+  using event = host::event;              ///< a completion flag
+  using allocator_type = A;               ///< sub-allocates both arenas
 
+  /// Arenas of `options.arena_bytes` and `options.pinned_bytes`, each
+  /// sub-allocated by an `A` made from its capacity.
   /// \throws invalid_argument if a size is negative.
-  explicit device(device_options options)
-      : arena_(options.arena_bytes),
-        pinned_(options.pinned_bytes),
-        device_memory_(detail::allocate_aligned(options.arena_bytes)),
-        pinned_memory_(detail::allocate_aligned(options.pinned_bytes)),
-        before_copy_(std::move(options.before_copy)) {}
+  explicit basic_device(device_options options)
+    requires std::constructible_from<A, bytes_t>
+      : basic_device(A(options.arena_bytes), A(options.pinned_bytes), std::move(options.before_copy)) {}
 
+  /// Arenas of the allocators' capacities, sub-allocated by them (an
+  /// allocator the framework has set up: with its own statistics or hooks).
+  /// `before_copy`: as `device_options::before_copy`.
+  basic_device(A arena, A pinned, std::function<void(copy_kind, std::size_t)> before_copy = {})
+      : arena_(std::move(arena)),
+        pinned_(std::move(pinned)),
+        device_memory_(detail::allocate_aligned(arena_.capacity())),
+        pinned_memory_(detail::allocate_aligned(pinned_.capacity())),
+        before_copy_(std::move(before_copy)) {}
+
+  /// A new stream: starts its thread.
   [[nodiscard]] stream make_stream() const { return stream(); }
+  /// A new event, never recorded (so complete).
   [[nodiscard]] event make_event() const { return event(); }
 
+  /// Starts a new generation of `e`, completed by a task queued on `s`
+  /// behind the work issued there so far.
   void record(event& e, stream& s) const {
     detail::event_state* state = e.state_.get();
     std::uint64_t generation = 0;
@@ -207,6 +234,8 @@ class device {
     }
     s.worker_->post([state, generation](stream_view) { state->complete(generation); });
   }
+  /// Queues on `s` a task that blocks its thread until `e`'s latest record
+  /// (as of now) has completed; a never-recorded `e` does not block.
   void wait(stream& s, const event& e) const {
     detail::event_state* state = e.state_.get();
     std::uint64_t generation = 0;
@@ -216,10 +245,12 @@ class device {
     }
     s.worker_->post([state, generation](stream_view) { state->wait_for(generation); });
   }
+  /// Whether `e`'s latest record has completed; never blocks.
   [[nodiscard]] bool query(const event& e) const {
     const std::lock_guard lock(e.state_->mutex);
     return e.state_->completed >= e.state_->recorded;
   }
+  /// Blocks the calling thread until `e`'s latest record has completed.
   void synchronize(const event& e) const {
     std::uint64_t generation = 0;
     {
@@ -228,6 +259,8 @@ class device {
     }
     e.state_->wait_for(generation);
   }
+  /// Blocks the calling thread until everything issued on `s` has run.
+  /// \throws the first exception work on `s` threw since the last call.
   void synchronize(stream& s) const { s.worker_->synchronize(); }
 
   /// Runs `f(view)` on `s`'s thread after the work issued on `s` before it.
@@ -241,18 +274,25 @@ class device {
     if (bytes > 0) std::memmove(dst, src, bytes);
   }
 
-  [[nodiscard]] runtime::arena& arena() noexcept { return arena_; }
+  /// The device arena's allocator; its offsets index `device_memory()`.
+  [[nodiscard]] A& arena() noexcept { return arena_; }
+  /// The "device" allocation (256-byte aligned host memory; null if empty).
   [[nodiscard]] std::byte* device_memory() noexcept { return device_memory_.get(); }
-  [[nodiscard]] runtime::arena& pinned() noexcept { return pinned_; }
+  /// The pinned pool's allocator; its offsets index `pinned_memory()`.
+  [[nodiscard]] A& pinned() noexcept { return pinned_; }
+  /// The "pinned" allocation (ordinary aligned host memory; null if empty).
   [[nodiscard]] std::byte* pinned_memory() noexcept { return pinned_memory_.get(); }
 
  private:
-  runtime::arena arena_;
-  runtime::arena pinned_;
+  A arena_;
+  A pinned_;
   detail::aligned_bytes device_memory_;
   detail::aligned_bytes pinned_memory_;
   std::function<void(copy_kind, std::size_t)> before_copy_;
 };
+
+/// The host device over memplan's own allocator.
+using device = basic_device<runtime::arena>;
 
 static_assert(memplan::device<device>);
 

@@ -21,6 +21,8 @@
 
 namespace memplan::runtime {
 
+/// First-fit offset allocator over a fixed capacity (see the file comment);
+/// memplan's model of `memplan::allocator`.
 class arena {
  public:
   /// Every block of `allocate` starts at a multiple of `alignment` (256: what
@@ -115,6 +117,7 @@ class arena {
     in_use_ = 0;
   }
 
+  /// The bytes it sub-allocates, as constructed.
   [[nodiscard]] bytes_t capacity() const noexcept { return capacity_; }
   /// Bytes in blocks handed out and not yet returned (footprints).
   [[nodiscard]] bytes_t in_use() const noexcept { return in_use_; }

@@ -4,10 +4,12 @@
 /// a backend. Streams run work in issue order; events mark a point in a
 /// stream (record), make another stream wait for it (wait), and tell the
 /// host whether it has passed (query, synchronize); one device arena and one
-/// pinned host pool, each a single allocation sub-allocated by a
-/// `runtime::arena`; asynchronous copies each way.
+/// pinned host pool, each a single allocation sub-allocated by the device's
+/// `allocator_type` (a `memplan::allocator`: `runtime::arena`, or one the
+/// framework brings); asynchronous copies each way.
 ///
-/// Models: `host::device` (threads as streams; CI runs it) and
+/// Models: `host::basic_device<A>` (threads as streams; CI runs it;
+/// `host::device` takes `runtime::arena`) and
 /// `cuda::device` (include/memplan/cuda/, only with MEMPLAN_ENABLE_CUDA).
 ///
 /// Work is issued with `launch(s, f)`: `f(view)` issues work on stream `s`,
@@ -22,13 +24,14 @@
 #include <cstdint>
 #include <string_view>
 
-#include "memplan/runtime/arena.hpp"
+#include "memplan/runtime/allocator.hpp"
 
 namespace memplan {
 
 /// Direction of a copy.
 enum class copy_kind : std::uint8_t { device_to_host, host_to_device, device_to_device };
 
+/// `k` as the enumerator spells it (for messages and traces).
 [[nodiscard]] constexpr std::string_view to_string(copy_kind k) noexcept {
   switch (k) {
     case copy_kind::device_to_host: return "device_to_host";
@@ -56,12 +59,13 @@ struct launch_probe {
 ///   calling thread until `e` / everything issued on `s` has ended;
 ///   `synchronize(s)` rethrows a failure the backend met on `s`.
 /// - `launch(s, f)`: see the file comment. `copy(dst, src, bytes, kind, view)`.
-/// - `arena()` over `device_memory()`: the one device allocation;
+/// - `allocator_type`: the `memplan::allocator` of both arenas.
+///   `arena()` over `device_memory()`: the one device allocation;
 ///   `pinned()` over `pinned_memory()`: the one pinned host allocation.
 ///   Offsets from the arenas index these base pointers.
 template <class D>
 concept device = std::movable<typename D::stream> && std::movable<typename D::event> &&
-                 std::copyable<typename D::stream_view> &&
+                 std::copyable<typename D::stream_view> && allocator<typename D::allocator_type> &&
                  requires(D& d, typename D::stream& s, typename D::event& e, const typename D::event& ce,
                           typename D::stream_view v, void* dst, const void* src, std::size_t n, copy_kind k) {
                    { d.make_stream() } -> std::same_as<typename D::stream>;
@@ -73,9 +77,9 @@ concept device = std::movable<typename D::stream> && std::movable<typename D::ev
                    d.synchronize(s);
                    d.launch(s, detail::launch_probe<typename D::stream_view>{});
                    d.copy(dst, src, n, k, v);
-                   { d.arena() } -> std::same_as<runtime::arena&>;
+                   { d.arena() } -> std::same_as<typename D::allocator_type&>;
                    { d.device_memory() } -> std::same_as<std::byte*>;
-                   { d.pinned() } -> std::same_as<runtime::arena&>;
+                   { d.pinned() } -> std::same_as<typename D::allocator_type&>;
                    { d.pinned_memory() } -> std::same_as<std::byte*>;
                  };
 

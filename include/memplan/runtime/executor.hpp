@@ -52,6 +52,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -75,8 +76,8 @@ namespace memplan::runtime {
 
 /// Contiguous device bytes of a tensor.
 struct piece {
-  void* address = nullptr;
-  bytes_t bytes = 0;
+  void* address = nullptr;  ///< where they start (in the device arena)
+  bytes_t bytes = 0;        ///< how many
 };
 
 /// The bytes [offset, offset + bytes) of a tensor that an op reads or
@@ -85,9 +86,9 @@ struct piece {
 /// apart and the op reads more than one of them (a merge, TSPLIT Fig. 10).
 /// An output the op must leave alone has no pieces.
 struct region {
-  bytes_t offset = 0;
-  bytes_t bytes = 0;
-  std::span<const piece> pieces;
+  bytes_t offset = 0;             ///< first byte, from the start of the tensor
+  bytes_t bytes = 0;              ///< length of the range
+  std::span<const piece> pieces;  ///< where the range lies, in order; empty: leave it alone
 };
 
 /// What `run_op` is asked to do.
@@ -102,7 +103,7 @@ struct op_call {
   /// micro-ops' sum) is made by micro-op 0 and added to by the later ones.
   /// no_index: the whole op (its `parts` blocks back to back).
   index_t part = no_index;
-  bool recompute = false;
+  bool recompute = false;  ///< a recompute action: outputs still on the device come as null
   /// Per input, in problem::inputs(step) order: the address of its region's
   /// bytes, or null where they lie in several pieces (`input_regions`).
   std::span<void* const> inputs;
@@ -113,12 +114,13 @@ struct op_call {
   std::span<const region> input_regions;   ///< per input: which bytes, where
   std::span<const region> output_regions;  ///< per output: which bytes, where (no pieces: leave it alone)
   void* workspace = nullptr;  ///< scratch for one part, `workspace_bytes` long (null if none)
-  bytes_t workspace_bytes = 0;
+  bytes_t workspace_bytes = 0;  ///< the length of `workspace` (0 if none)
 };
 
 /// An action's callback (or its copy, or an issue-time device call) failed.
 /// Everything the run allocated has been given back when this is thrown.
 struct action_failed : error {
+  /// Failure of action `a` (no_index: the initial load); `message` is what().
   action_failed(index_t a, const std::string& message) : error(message), action(a) {}
   index_t action;  ///< the failed action's index; no_index for the initial load
 };
@@ -129,8 +131,8 @@ struct run_stats {
   bytes_t peak_live_bytes = 0;         ///< most device bytes in live buffers at once, as the plan counts them
   bytes_t arena_high_water_bytes = 0;  ///< the highest offset + footprint of a buffer the run placed
   bytes_t pinned_peak_bytes = 0;       ///< most pinned host bytes in use at once (footprints)
-  bytes_t swapped_out_bytes = 0;
-  bytes_t swapped_in_bytes = 0;
+  bytes_t swapped_out_bytes = 0;       ///< device bytes the swap-outs copied to the pinned pool
+  bytes_t swapped_in_bytes = 0;        ///< pinned bytes the swap-ins copied back to the device
   index_t ops_run = 0;            ///< compute and recompute actions
   index_t micro_actions = 0;      ///< actions on one micro-op or micro-tensor (part >= 0)
   index_t splits_in_place = 0;    ///< whole tensors split in place into micro-tensors
@@ -139,10 +141,22 @@ struct run_stats {
   index_t pinned_compactions = 0; ///< times the pinned pool was compacted
 };
 
+/// A framework's `run_op` callback (see the file comment): runs the op an
+/// `op_call` names on the stream it is given.
+template <class F, class View>
+concept op_runner = std::invocable<F&, const op_call&, View>;
+
+/// A framework's `load` callback (see the file comment): writes tensor t's
+/// initial bytes at an address on the stream it is given.
+template <class F, class View>
+concept tensor_loader = std::invocable<F&, index_t, void*, View>;
+
+/// Runs one plan of one problem on a `D`, as often as asked (see the file
+/// comment): owns its streams, events and the tensors' places in the arenas.
 template <memplan::device D>
 class executor {
  public:
-  using stream_view = typename D::stream_view;
+  using stream_view = typename D::stream_view;  ///< what `run_op` and `load` are handed
 
   /// Prepares `pl` (for `p`) to run on `dev`; both must outlive the executor.
   /// Actions are issued in list order; a plan without a layout gets the one
@@ -223,7 +237,7 @@ class executor {
   ///         invalid_argument if the pinned pool cannot hold the host
   ///         copies or the device arena's bytes are taken by someone else;
   ///         after either, every byte is back in the arenas.
-  template <class RunOp, class Load>
+  template <op_runner<stream_view> RunOp, tensor_loader<stream_view> Load>
   run_stats run(RunOp&& run_op, Load&& load) {
     release();
     failed_.store(false, std::memory_order_relaxed);
@@ -558,7 +572,7 @@ class executor {
         return;
       }
       if (pinned_pool_.wait_one()) continue;
-      MEMPLAN_EXPECTS(!compacted && dev_->pinned().in_use() + arena::footprint(bytes) <= dev_->pinned().capacity(),
+      MEMPLAN_EXPECTS(!compacted && dev_->pinned().in_use() + D::allocator_type::footprint(bytes) <= dev_->pinned().capacity(),
                       invalid_argument, "executor: the pinned pool (", dev_->pinned().capacity(), " bytes, ",
                       dev_->pinned().in_use(), " in use) cannot hold the host copy of ", name(a), " (", bytes,
                       " bytes); this plan needs ", pinned_peak(layout_, at_.order), " pinned bytes");

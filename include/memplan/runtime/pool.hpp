@@ -19,17 +19,21 @@
 #include <span>
 #include <vector>
 
-#include "memplan/runtime/arena.hpp"
 #include "memplan/runtime/device.hpp"
 
 namespace memplan::runtime {
 
+/// Stream-ordered reuse of one of `D`'s arenas (see the file comment): a
+/// freed block waits for its events before it is handed out again.
 template <memplan::device D>
 class ordered_pool {
  public:
-  using event = typename D::event;
+  using event = typename D::event;                    ///< what a freed block waits for
+  using allocator_type = typename D::allocator_type;  ///< the arena's sub-allocator
 
-  ordered_pool(D& dev, arena& space, bytes_t limit = std::numeric_limits<bytes_t>::max())
+  /// Allocates from `space` (one of `dev`'s arenas, e.g. `dev.pinned()`), at
+  /// most `limit` bytes in use at once (unrounded); both must outlive the pool.
+  ordered_pool(D& dev, allocator_type& space, bytes_t limit = std::numeric_limits<bytes_t>::max())
       : dev_(&dev), arena_(&space), limit_(limit) {}
 
   /// A block of `bytes` if one is free now (after taking back every block
@@ -70,14 +74,17 @@ class ordered_pool {
 
   /// Bytes in blocks handed out or pending, as requested (unrounded).
   [[nodiscard]] bytes_t in_use() const noexcept { return in_use_; }
+  /// The most bytes in use at once, counted as `in_use`.
   [[nodiscard]] bytes_t peak() const noexcept { return peak_; }
+  /// The cap on `in_use` given at construction (bytes).
   [[nodiscard]] bytes_t limit() const noexcept { return limit_; }
+  /// Whether a block given back is still waiting for its events.
   [[nodiscard]] bool has_pending() const noexcept { return !pending_.empty(); }
 
   /// A live block, for `compact`: where it is (updated) and its size.
   struct block {
-    bytes_t* offset;
-    bytes_t bytes;
+    bytes_t* offset;  ///< the block's offset, rewritten where `compact` moves it
+    bytes_t bytes;    ///< its size as allocated (unrounded)
   };
   /// Closes the holes between `live` blocks — every block handed out and not
   /// given back — by moving each down, lowest first, with
@@ -116,7 +123,7 @@ class ordered_pool {
   }
 
   D* dev_;
-  arena* arena_;
+  allocator_type* arena_;
   bytes_t limit_;
   bytes_t in_use_ = 0;
   bytes_t peak_ = 0;
