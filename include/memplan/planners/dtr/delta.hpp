@@ -63,10 +63,14 @@ namespace memplan {
 /// DELTA's Filter, Director and Prefetcher.
 class delta_policy {
  public:
+  /// Algo 2's filtering heuristic: Eq. 1 `base`, Eq. 2 `lru`, Eq. 3
+  /// `greedy`, or `cost` (not in the paper; see the file comment).
   enum class filter : std::uint8_t { base, lru, greedy, cost };
+  /// `filter` as `--filter` spells it, in enumerator order.
   static constexpr std::array<std::string_view, 4> filter_names{"base", "lru", "greedy", "cost"};
-  static constexpr bool offloads = true;
+  static constexpr bool offloads = true;  ///< releases by eviction or offloading
 
+  /// The policy's knobs, each a planner option (`delta_planner::read_settings`).
   struct settings {
     filter heuristic = filter::cost;  ///< see the file comment; the paper's is base
     double link_efficiency = 1.0;     ///< the simulator's links; §4.1's testbed used 0.35
@@ -74,13 +78,18 @@ class delta_policy {
     int prefetch = 4;                 ///< Algo 4's n (not given in the paper)
   };
 
+  /// The policy for `dev` (c_s from its host links); `dev` must outlive it.
   delta_policy(const device_spec& dev, settings s) : dev_(&dev), s_(s) {}
 
-  // Eq. 1-3: filtering heuristics (smaller is released first).
+  // Eq. 1-3: filtering heuristics (smaller is released first). Each takes
+  // (c_r in µs, m in bytes, s in µs), as online_state::best_candidate scores.
+  /// Eq. 1: 1/(m·s), the largest, stalest tensor first (the paper's filter).
   [[nodiscard]] static float h_base(float, float bytes, float staleness_us) noexcept {
     return 1.0F / (bytes * staleness_us);
   }
+  /// Eq. 2: 1/s, the least recently used tensor first.
   [[nodiscard]] static float h_lru(float, float, float staleness_us) noexcept { return 1.0F / staleness_us; }
+  /// Eq. 3: 1/m, the largest tensor first.
   [[nodiscard]] static float h_greedy(float, float bytes, float) noexcept { return 1.0F / bytes; }
   /// min(h_r, h_o) of Eq. 5-6: Eq. 1 weighted by the cost of the release
   /// the Director will choose for t (not in the paper; see the file comment).
@@ -123,6 +132,8 @@ class delta_policy {
     return decision_score(s, t) <= 1 ? detail::dtr::release_kind::evict : detail::dtr::release_kind::offload;
   }
 
+  /// Algo 2 then Algo 3: the tensor the Filter picks and how the Director
+  /// releases it; nothing (no_index) when no tensor can be released.
   [[nodiscard]] detail::dtr::release choose(const detail::dtr::online_state& s) const {
     const index_t t = filter_tensor(s);
     return t == no_index ? detail::dtr::release{} : detail::dtr::release{t, direct(s, t)};
@@ -141,7 +152,10 @@ class delta_policy {
   [[nodiscard]] double reload_cost_us(bytes_t bytes) const {
     return dev_->h2d.latency_us + static_cast<double>(bytes) / (s_.link_efficiency * dev_->h2d.bandwidth_gb_s * 1e3);
   }
+  /// Algo 1 line 11: the fraction of the budget in use at which releases
+  /// (offloads) start early.
   [[nodiscard]] double early_start() const noexcept { return s_.early_start; }
+  /// Queues every offloaded tensor for Algo 4's prefetch (latest last).
   void on_release(const detail::dtr::online_state&, const detail::dtr::release& r) {
     if (r.kind == detail::dtr::release_kind::offload) queue_.push_back(r.tensor);
   }
@@ -168,8 +182,11 @@ class delta_policy {
 };
 static_assert(detail::dtr::eviction_policy<delta_policy>);
 
+/// The `delta` planner: DELTA online on the caching allocator (see the file
+/// comment).
 struct delta_planner {
   static constexpr bool lays_out = true;  ///< its allocator's layout (dtr/online.hpp)
+  /// `--filter`, `--link-efficiency`, `--early-start`, `--prefetch`.
   static constexpr std::array<planner_option, 4> cli_options{
       {{"filter", "F", "cost (default), base (the paper's Eq. 1), lru or greedy"},
        {"link-efficiency", "X", "share of the host link's bandwidth swaps reach (default 1; the paper's 0.35)"},
@@ -194,6 +211,10 @@ struct delta_planner {
     return s;
   }
 
+  /// Runs DELTA on `p` on `dev` within `budget`; the plan is infeasible (cut
+  /// at that step) where an allocation cannot be made room for or past
+  /// `o.time_limit_s`.
+  /// \throws invalid_argument for a malformed option (`read_settings`).
   plan operator()(const problem& p, const device_spec& dev, bytes_t budget, const planner_options& o) const {
     delta_policy policy(dev, read_settings(o));
     plan pl = detail::dtr::run_online(p, dev, budget, policy, "delta", o.time_limit_s).result;

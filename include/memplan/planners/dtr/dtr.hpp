@@ -35,15 +35,20 @@ struct dtr_policy {
   [[nodiscard]] static float score(float cost_us, float bytes, float staleness_us) noexcept {
     return cost_us / (bytes * staleness_us);
   }
+  /// Evicts the candidate with the smallest h_DTR, or nothing (no_index)
+  /// when no tensor can be released.
   [[nodiscard]] detail::dtr::release choose(const detail::dtr::online_state& s) const {
     return {s.best_candidate([](float c, float m, float st) { return score(c, m, st); }), detail::dtr::release_kind::evict};
   }
 };
 static_assert(detail::dtr::eviction_policy<dtr_policy>);
 
+/// The `dtr` planner: DTR online, in its own simulator or on the caching
+/// allocator (see the file comment).
 struct dtr_planner {
   /// Lays out its own plans: with_layout over DTR's simulator, or the caching allocator's layout.
   static constexpr bool lays_out = true;
+  /// `--allocator`.
   static constexpr std::array<planner_option, 1> cli_options{
       {{"allocator", "A", "none (default: DTR's simulator, the budget bounds the bytes in use) or caching "
                           "(PyTorch's caching allocator, as DELTA measured DTR)"}}};
@@ -57,6 +62,10 @@ struct dtr_planner {
     return a == "caching";
   }
 
+  /// Runs DTR on `p` within `budget` under the accounting `--allocator`
+  /// names; the plan is infeasible (cut at that step) where an op cannot be
+  /// made room for or past `o.time_limit_s`, or where its layout overflows.
+  /// \throws invalid_argument for a malformed `--allocator`.
   plan operator()(const problem& p, const device_spec& dev, bytes_t budget, const planner_options& o) const {
     if (caching(o)) {
       dtr_policy policy;
