@@ -119,6 +119,12 @@ device_spec bench_device() {
   return d;
 }
 
+/// The graph's ops and the plan's actions, for tools/paper_tables' table.
+void count_sizes(benchmark::State& state, const problem& p, const plan& pl) {
+  state.counters["ops"] = static_cast<double>(p.num_steps());
+  state.counters["actions"] = static_cast<double>(pl.actions.size());
+}
+
 void bm_simulate(benchmark::State& state) {
   const chain_model m = make_chain(static_cast<int>(state.range(0)) / 2);
   const bytes_t budget = m.p.baseline_peak();
@@ -129,7 +135,7 @@ void bm_simulate(benchmark::State& state) {
   if (!check.feasible) state.SkipWithError(check.failure.c_str());
   for (auto _ : state) benchmark::DoNotOptimize(sim.run(m.p, pl, dev, budget));
   state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(pl.actions.size()));
-  state.counters["actions"] = static_cast<double>(pl.actions.size());
+  count_sizes(state, m.p, pl);
   state.counters["peak/baseline"] = static_cast<double>(check.peak_bytes) / static_cast<double>(budget);
   state.counters["overhead"] = check.overhead;
 }
@@ -144,6 +150,7 @@ void bm_simulate_keep_all(benchmark::State& state) {
   simulator sim;
   for (auto _ : state) benchmark::DoNotOptimize(sim.run(m.p, pl, dev, budget));
   state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(pl.actions.size()));
+  count_sizes(state, m.p, pl);
 }
 BENCHMARK(bm_simulate_keep_all)->Arg(1000)->Arg(100000)->Unit(benchmark::kMicrosecond);
 
@@ -157,6 +164,7 @@ void bm_simulate_recorded(benchmark::State& state) {
     benchmark::DoNotOptimize(sim.run(m.p, pl, dev, budget, {.record_timeline = true, .record_memory = true}));
   }
   state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(pl.actions.size()));
+  count_sizes(state, m.p, pl);
 }
 BENCHMARK(bm_simulate_recorded)->Arg(1000)->Arg(100000)->Unit(benchmark::kMicrosecond);
 
@@ -169,6 +177,7 @@ void bm_validate(benchmark::State& state) {
   if (!check.ok) state.SkipWithError(check.errors.front().c_str());
   for (auto _ : state) benchmark::DoNotOptimize(validate(m.p, pl, dev, budget));
   state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(pl.actions.size()));
+  count_sizes(state, m.p, pl);
 }
 BENCHMARK(bm_validate)->Arg(1000)->Arg(100000)->Unit(benchmark::kMillisecond);
 

@@ -1,0 +1,82 @@
+"""Tables that are memplan's own, not a paper's: what the core header costs
+a consumer to compile (issue 26) and how fast the simulator is (issue 29)."""
+import json
+import os
+import pathlib
+import subprocess
+
+from . import fmt
+from .registry import table
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+# Issue 26: the core umbrella compiles in under 3 s of CPU with an empty main.
+CORE_COMPILE_GOAL_S = 3.0
+# Issue 29: a 1,000-op plan with swaps and recomputes simulates in under 50 µs.
+SIMULATE_GOAL_US = 50.0
+
+
+def shown(path):
+    return os.path.relpath(path, ROOT)
+
+
+@table("compile-cost", minutes=2, deterministic=False)
+def compile_cost(mp, quick):
+    """What an include costs a consumer: CPU seconds to compile an empty main with each umbrella (g++, best of 3)."""
+    script = ROOT / "bench" / "compile_cost"
+    args = [str(script)] + (["--quick"] if quick else [])
+    mp.commands.append(" ".join([shown(script)] + args[1:]))
+    out = subprocess.run(args, capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in out.split("\n") if line.startswith("| `")]
+    rows = [[header, *(f"{float(s):.2f}" for s in times)] for header, *times in cells]
+    core = [float(s) for s in next(r for r in rows if "memplan/memplan.hpp" in r[0])[1:]]
+    verdict = "met" if all(s < CORE_COMPILE_GOAL_S for s in core) else \
+        f"not met ({' and '.join(f'{s:.2f} s' for s in core)})"
+    return fmt.table(["header", "-O0 CPU s", "-O2 CPU s"], rows, numeric_from=1) + [
+        "", f"Issue 26's goal, the core under {CORE_COMPILE_GOAL_S:g} s of CPU at -O0 and -O2: {verdict}."]
+
+
+# (benchmark name, label): the rows of the simulator table, in order.
+SIMULATOR_ROWS = [
+    ("bm_simulate/1000", "`bm_simulate` (swaps + recomputes)"),
+    ("bm_simulate/10000", "`bm_simulate`"),
+    ("bm_simulate/100000", "`bm_simulate`"),
+    ("bm_simulate_keep_all/1000", "`bm_simulate_keep_all`"),
+    ("bm_simulate_keep_all/100000", "`bm_simulate_keep_all`"),
+    ("bm_simulate_recorded/1000", "`bm_simulate_recorded` (timeline + memory curve)"),
+    ("bm_validate/1000", "`bm_validate` (the independent validator, O(n log n))"),
+    ("bm_validate/100000", "`bm_validate`"),
+]
+
+
+def micros(run, key):
+    """A Google Benchmark run's `key` time in µs."""
+    return run[key] * {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}[run["time_unit"]]
+
+
+def duration(us):
+    return f"{us / 1000:.3g} ms" if us >= 1000 else f"{us:.3g} µs"
+
+
+@table("simulator-speed", minutes=1, deterministic=False)
+def simulator_speed(mp, quick):
+    """Simulator throughput: a synthetic chain's plan with swaps and recomputes, and the keep-all plan (median of 3)."""
+    release = ROOT / "build" / "default" / "bench" / "bench_simulate"  # timings want the Release build
+    bench = release if release.exists() else mp.build / "bench" / "bench_simulate"
+    wanted = SIMULATOR_ROWS[:1] if quick else SIMULATOR_ROWS
+    filt = "|".join(f"^{name}$" for name, _ in wanted)
+    args = [str(bench), f"--benchmark_filter={filt}", "--benchmark_min_time=0.2", "--benchmark_repetitions=3",
+            "--benchmark_report_aggregates_only=true", "--benchmark_format=json"]
+    mp.commands.append(" ".join([shown(bench)] + [a if "|" not in a else f"'{a}'" for a in args[1:]]))
+    runs = json.loads(subprocess.run(args, capture_output=True, text=True, check=True).stdout)["benchmarks"]
+    median = {r["run_name"]: r for r in runs if r.get("aggregate_name") == "median"}
+    rows = []
+    for name, label in wanted:
+        r = median[name]
+        rows.append([label, f"{int(r['ops']):,}", f"{int(r['actions']):,}", duration(micros(r, "real_time")),
+                     f"{r['items_per_second'] / 1e6:.1f} M"])
+    head = ["benchmark", "ops", "actions", "time per simulation", "actions / s"]
+    first = micros(median["bm_simulate/1000"], "real_time")
+    verdict = "met" if first < SIMULATE_GOAL_US else f"not met ({duration(first)})"
+    return fmt.table(head, rows, numeric_from=1) + [
+        "", f"Issue 29's goal, 1,000 ops with swaps and recomputes in under {SIMULATE_GOAL_US:g} µs: {verdict}."]
