@@ -1,0 +1,55 @@
+"""The host trainers' tables (docs/trainers.md): every planner at 50 % of the
+unplanned peak, trained bit for bit as the unplanned run, in an arena of the
+budget; tools/trainer_table.py runs them."""
+import os
+import pathlib
+import subprocess
+import sys
+
+from .registry import table
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+# Columns of tools/trainer_table.py's rows (0-based, after the leading "|").
+IDENTICAL, PLANNED_RATIO, UNPLANNED_RATIO = 5, 12, 14
+
+
+def trainer_rows(mp, measure_ops):
+    """tools/trainer_table.py --run on the build mp runs: its table's lines."""
+    build = os.path.relpath(mp.build, ROOT)
+    args = ["tools/trainer_table.py", "--run", "--build", build] + (["--measure-ops"] if measure_ops else [])
+    mp.commands.append(" ".join(args))
+    out = subprocess.run([sys.executable, *args], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    return [line for line in out.split("\n") if line.startswith("|")]
+
+
+def cells(line):
+    return [c.strip() for c in line.strip("|").split("|")]
+
+
+def ratio_range(rows, column):
+    values = [float(cells(r)[column]) for r in rows]
+    return f"{min(values):.2f}-{max(values):.2f}"
+
+
+def identical(rows):
+    wrong = [f"{cells(r)[0]}/{cells(r)[1]}" for r in rows if cells(r)[IDENTICAL] != "yes"]
+    return "every plan trained bit for bit as the unplanned run" if not wrong else \
+        "NOT identical to the unplanned run: " + ", ".join(wrong)
+
+
+@table("trainers-host", minutes=1, deterministic=False)
+def trainers_host(mp, quick):
+    """The host trainers under every planner at 50 %, op times the roofline of titan-rtx."""
+    lines = trainer_rows(mp, measure_ops=False)
+    rows = lines[2:]
+    return lines + ["", f"{len(rows)} plans fit; {identical(rows)}."]
+
+
+@table("trainers-host-measured", minutes=1, deterministic=False)
+def trainers_host_measured(mp, quick):
+    """The host trainers with each op's time as the host ran it (--measure-ops): simulated against measured."""
+    lines = trainer_rows(mp, measure_ops=True)
+    rows = lines[2:]
+    return lines + ["", f"{len(rows)} plans fit; {identical(rows)}. Simulated / measured: "
+                        f"{ratio_range(rows, PLANNED_RATIO)} for the plans, "
+                        f"{ratio_range(rows, UNPLANNED_RATIO)} for the unplanned runs."]
