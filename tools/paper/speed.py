@@ -58,18 +58,28 @@ def duration(us):
     return f"{us / 1000:.3g} ms" if us >= 1000 else f"{us:.3g} µs"
 
 
+def release_bench(mp, name):
+    """A benchmark binary: the Release build's (timings want it) when present, else mp's build's."""
+    release = ROOT / "build" / "default" / "bench" / name
+    return release if release.exists() else mp.build / "bench" / name
+
+
+def medians(mp, name, runs, repetitions=3):
+    """Runs benchmark binary `name` on `runs` (exact names); their median runs, by name."""
+    bench = release_bench(mp, name)
+    args = [str(bench), "--benchmark_filter=" + "|".join(f"^{r}$" for r in runs), "--benchmark_min_time=0.2",
+            f"--benchmark_repetitions={repetitions}", "--benchmark_report_aggregates_only=true",
+            "--benchmark_format=json"]
+    mp.commands.append(" ".join([shown(bench)] + [a if "|" not in a and "^" not in a else f"'{a}'" for a in args[1:]]))
+    out = json.loads(subprocess.run(args, capture_output=True, text=True, check=True).stdout)["benchmarks"]
+    return {r["run_name"]: r for r in out if r.get("aggregate_name") == "median"}
+
+
 @table("simulator-speed", minutes=1, deterministic=False)
 def simulator_speed(mp, quick):
     """Simulator throughput: a synthetic chain's plan with swaps and recomputes, and the keep-all plan (median of 3)."""
-    release = ROOT / "build" / "default" / "bench" / "bench_simulate"  # timings want the Release build
-    bench = release if release.exists() else mp.build / "bench" / "bench_simulate"
     wanted = SIMULATOR_ROWS[:1] if quick else SIMULATOR_ROWS
-    filt = "|".join(f"^{name}$" for name, _ in wanted)
-    args = [str(bench), f"--benchmark_filter={filt}", "--benchmark_min_time=0.2", "--benchmark_repetitions=3",
-            "--benchmark_report_aggregates_only=true", "--benchmark_format=json"]
-    mp.commands.append(" ".join([shown(bench)] + [a if "|" not in a else f"'{a}'" for a in args[1:]]))
-    runs = json.loads(subprocess.run(args, capture_output=True, text=True, check=True).stdout)["benchmarks"]
-    median = {r["run_name"]: r for r in runs if r.get("aggregate_name") == "median"}
+    median = medians(mp, "bench_simulate", [name for name, _ in wanted])
     rows = []
     for name, label in wanted:
         r = median[name]
@@ -80,3 +90,21 @@ def simulator_speed(mp, quick):
     verdict = "met" if first < SIMULATE_GOAL_US else f"not met ({duration(first)})"
     return fmt.table(head, rows, numeric_from=1) + [
         "", f"Issue 29's goal, 1,000 ops with swaps and recomputes in under {SIMULATE_GOAL_US:g} µs: {verdict}."]
+
+
+# The online policies' goal: one decision over 10,000 candidates in under 10 µs of CPU.
+DECISION_GOAL_US = 10.0
+
+
+@table("online-decision", minutes=1, deterministic=False)
+def online_decision(mp, quick):
+    """The cost of one online decision: `choose` over n resident candidates, dtr and delta (median of 5)."""
+    policies = [("bm_dtr_decision", "`dtr` (h_DTR)"), ("bm_delta_decision", "`delta` (default `cost` filter)")]
+    sizes = [10000] if quick else [1000, 10000, 100000]
+    median = medians(mp, "bench_online", [f"{b}/{n}" for b, _ in policies for n in sizes], repetitions=5)
+    rows = [[label, f"{int(median[f'{b}/{n}']['candidates']):,}", duration(micros(median[f"{b}/{n}"], "cpu_time")),
+             duration(micros(median[f"{b}/{n}"], "real_time"))] for b, label in policies for n in sizes]
+    slowest = max(micros(median[f"{b}/10000"], "cpu_time") for b, _ in policies)
+    verdict = "met" if slowest < DECISION_GOAL_US else f"not met ({duration(slowest)})"
+    return fmt.table(["policy", "candidates", "CPU per decision", "wall"], rows, numeric_from=1) + [
+        "", f"The goal, 10,000 candidates in under {DECISION_GOAL_US:g} µs of CPU: {verdict}."]
