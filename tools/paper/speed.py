@@ -64,14 +64,20 @@ def release_bench(mp, name):
     return release if release.exists() else mp.build / "bench" / name
 
 
-def medians(mp, name, runs, repetitions=3):
-    """Runs benchmark binary `name` on `runs` (exact names); their median runs, by name."""
+def bench_json(mp, name, runs, repetitions=3, min_time=0.2, aggregates_only=True):
+    """Runs benchmark binary `name` on `runs` (exact names): its JSON entries."""
     bench = release_bench(mp, name)
-    args = [str(bench), "--benchmark_filter=" + "|".join(f"^{r}$" for r in runs), "--benchmark_min_time=0.2",
-            f"--benchmark_repetitions={repetitions}", "--benchmark_report_aggregates_only=true",
-            "--benchmark_format=json"]
+    args = [str(bench), "--benchmark_filter=" + "|".join(f"^{r}$" for r in runs), f"--benchmark_min_time={min_time:g}",
+            f"--benchmark_repetitions={repetitions}", "--benchmark_format=json"]
+    if aggregates_only:
+        args.insert(-1, "--benchmark_report_aggregates_only=true")
     mp.commands.append(" ".join([shown(bench)] + [a if "|" not in a and "^" not in a else f"'{a}'" for a in args[1:]]))
-    out = json.loads(subprocess.run(args, capture_output=True, text=True, check=True).stdout)["benchmarks"]
+    return json.loads(subprocess.run(args, capture_output=True, text=True, check=True).stdout)["benchmarks"]
+
+
+def medians(mp, name, runs, repetitions=3, min_time=0.2):
+    """The median run of each of `runs`, by name."""
+    out = bench_json(mp, name, runs, repetitions, min_time)
     return {r["run_name"]: r for r in out if r.get("aggregate_name") == "median"}
 
 
@@ -108,3 +114,50 @@ def online_decision(mp, quick):
     verdict = "met" if slowest < DECISION_GOAL_US else f"not met ({duration(slowest)})"
     return fmt.table(["policy", "candidates", "CPU per decision", "wall"], rows, numeric_from=1) + [
         "", f"The goal, 10,000 candidates in under {DECISION_GOAL_US:g} µs of CPU: {verdict}."]
+
+
+# Capuchin's planning time goal (issue 6): resnet152 at batch 256 in under 50 ms.
+CAPUCHIN_GOAL_MS = 50.0
+
+
+@table("capuchin-planning-time", minutes=1, deterministic=False)
+def capuchin_planning_time(mp, quick):
+    """Capuchin's planning time: measured execution, policy, guided iterations and re-plans (median of 3)."""
+    runs = ["bm_capuchin/resnet152_b256"] + ([] if quick else ["bm_capuchin/resnet50_b500", "bm_capuchin/bert_base_b300"])
+    median = medians(mp, "bench_capuchin", runs, min_time=0.5)
+    rows = []
+    for name in runs:
+        r = median[name]
+        model, batch = name.split("/")[1].replace("bert_base", "bert-base").rsplit("_b", 1)
+        goal = f" (goal < {CAPUCHIN_GOAL_MS:g} ms)" if name.endswith("resnet152_b256") else ""
+        rows.append([f"{model} b{batch}{goal}", f"{int(r['ops']):,}", f"{int(r['actions']):,}",
+                     duration(micros(r, "real_time")), duration(micros(r, "cpu_time")),
+                     f"{int(r['swaps'])} / {int(r['recomputations'])}", f"{int(r['guided_iterations'])}",
+                     f"{int(r['replans'])}"])
+    wall_ms = micros(median[runs[0]], "real_time") / 1000
+    verdict = "met" if wall_ms < CAPUCHIN_GOAL_MS else "not met"
+    head = ["benchmark", "ops", "actions", "wall", "CPU", "swaps / recomputations", "guided iterations", "re-plans"]
+    return fmt.table(head, rows, numeric_from=1) + [
+        "", f"The goal, resnet152 b256 in under {CAPUCHIN_GOAL_MS:g} ms: {verdict} ({duration(wall_ms * 1000)})."]
+
+
+# TSPLIT's planning time goals (issue 7), in ms.
+TSPLIT_ROWS = [
+    ("bm_resnet152_b256/tsplit_nosplit/real_time", "resnet152 b256, tsplit-nosplit", 50),
+    ("bm_resnet152_b256/tsplit/real_time", "resnet152 b256, tsplit", 50),
+    ("bm_gpt2_100k_ops/tsplit_nosplit/iterations:1/real_time", "gpt2 96k ops, tsplit-nosplit", 2000),
+    ("bm_gpt2_100k_ops/tsplit/iterations:1/real_time", "gpt2 96k ops, tsplit", 2000),
+]
+
+
+@table("tsplit-planning-time", minutes=1, deterministic=False)
+def tsplit_planning_time(mp, quick):
+    """TSPLIT's planning time on resnet152 b256 (24 GiB) and a 96,019-op gpt2 (80 %): wall, fastest-slowest of 3."""
+    wanted = TSPLIT_ROWS[:1] if quick else TSPLIT_ROWS
+    out = bench_json(mp, "bench_tsplit", [name for name, _, _ in wanted], min_time=0.5, aggregates_only=False)
+    rows = []
+    for name, label, goal_ms in wanted:
+        walls = [micros(r, "real_time") / 1000 for r in out if r["run_name"] == name and r["run_type"] == "iteration"]
+        verdict = "met" if max(walls) < goal_ms else "not met"
+        rows.append([label, f"{min(walls):,.1f}-{max(walls):,.1f} ms", f"< {goal_ms:,} ms: {verdict}"])
+    return fmt.table(["benchmark", "wall", "goal"], rows)
