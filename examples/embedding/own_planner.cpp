@@ -12,6 +12,7 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "memplan/cost/devices.hpp"
 #include "memplan/model/zoo.hpp"

@@ -6,6 +6,7 @@
 //   plan_and_simulate   (exit 0: every feasible plan is valid)
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <memplan/memplan.hpp>

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <memplan/host/device.hpp>
@@ -100,6 +101,8 @@ int main() {
   const memplan::runtime::run_stats stats = ex.run(
       [&p](const memplan::runtime::op_call& call, memplan::host::stream_view) {
         if (call.outputs[0] == nullptr) return;  // a recompute whose output is still there
+        // SuperNeurons never splits an op, so every input lies in one piece
+        // (a TSPLIT plan's may not: then read call.input_regions).
         std::vector<const float*> in;
         for (void* x : call.inputs) in.push_back(static_cast<const float*>(x));
         run_layer(p, std::size_t(call.step), in, static_cast<float*>(call.outputs[0]));
