@@ -1,4 +1,6 @@
 """Markdown formatting shared by the tables: sizes, percentages, claims."""
+import os
+import pathlib
 
 
 def gib(n):
@@ -35,3 +37,16 @@ def claim(what, holds_on, of):
     if not holds_on:
         return f"{what} on none of {len(of)}"
     return f"{what} on {len(holds_on)} of {len(of)} (not on {', '.join(missing)})"
+
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def shown(path):
+    """`path` as a reader at the repository's root types it."""
+    return os.path.relpath(path, ROOT)
+
+
+def row_cells(line):
+    """The stripped cells of a Markdown table row."""
+    return [c.strip() for c in line.strip("|").split("|")]

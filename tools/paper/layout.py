@@ -2,20 +2,16 @@
 the registry's layout needs over the most bytes live at once
 (tools/layout_table.py)."""
 import os
-import pathlib
 import statistics
 import subprocess
 import sys
 
 from . import fmt
+from .fmt import ROOT, row_cells, shown
 from .registry import table
-from .speed import duration, medians, micros, release_bench, shown
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+from .speed import duration, medians, micros, release_bench
 
 
-def cells(line):
-    return [c.strip() for c in line.strip("|").split("|")]
 
 
 @table("layout-planners", minutes=15, deterministic=False)
@@ -29,7 +25,7 @@ def layout_planners(mp, quick):
     tables = out.strip().split("\n\n")
     per_cell = [line for line in tables[0].split("\n") if line.startswith("|")]
     summary = [line for line in tables[1].split("\n") if line.startswith("|")]
-    measured = [cells(r) for r in per_cell[2:] if cells(r)[3] != "infeasible"]
+    measured = [row_cells(r) for r in per_cell[2:] if row_cells(r)[3] != "infeasible"]
     ratios = [float(c[5]) for c in measured]
     above = sorted((c for c in measured if float(c[5]) > 1.01), key=lambda c: -float(c[5]))
     worst = f"every one within {max(ratios):.4f}" if ratios else "none feasible"
@@ -74,7 +70,7 @@ def layout_zoo_plans(mp, quick):
     lines = [line for line in out.split("\n") if line.startswith("|")]
     if quick:
         lines = lines[:4]
-    rows = [cells(line) for line in lines[2:]]
+    rows = [row_cells(line) for line in lines[2:]]
     ratio = {r[0]: float(r[4]) for r in rows}
     others = {k: v for k, v in ratio.items() if "/ dtr /" not in k}
     worst = max(others, key=others.get)

@@ -1,23 +1,17 @@
 """Tables that are memplan's own, not a paper's: what the core header costs
-a consumer to compile (issue 26) and how fast the simulator is (issue 29)."""
+a consumer to compile (issue 26), how fast the simulator (issue 29) and an
+online decision are, and how long Capuchin and TSPLIT take to plan."""
 import json
-import os
-import pathlib
 import subprocess
 
 from . import fmt
+from .fmt import ROOT, row_cells, shown
 from .registry import table
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 # Issue 26: the core umbrella compiles in under 3 s of CPU with an empty main.
 CORE_COMPILE_GOAL_S = 3.0
 # Issue 29: a 1,000-op plan with swaps and recomputes simulates in under 50 µs.
 SIMULATE_GOAL_US = 50.0
-
-
-def shown(path):
-    return os.path.relpath(path, ROOT)
 
 
 @table("compile-cost", minutes=2, deterministic=False)
@@ -27,7 +21,7 @@ def compile_cost(mp, quick):
     args = [str(script)] + (["--quick"] if quick else [])
     mp.commands.append(" ".join([shown(script)] + args[1:]))
     out = subprocess.run(args, capture_output=True, text=True, check=True, cwd=ROOT).stdout
-    cells = [[c.strip() for c in line.strip("|").split("|")] for line in out.split("\n") if line.startswith("| `")]
+    cells = [row_cells(line) for line in out.split("\n") if line.startswith("| `")]
     rows = [[header, *(f"{float(s):.2f}" for s in times)] for header, *times in cells]
     core = [float(s) for s in next(r for r in rows if "memplan/memplan.hpp" in r[0])[1:]]
     verdict = "met" if all(s < CORE_COMPILE_GOAL_S for s in core) else \

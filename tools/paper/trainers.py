@@ -2,13 +2,12 @@
 unplanned peak, trained bit for bit as the unplanned run, in an arena of the
 budget; tools/trainer_table.py runs them."""
 import os
-import pathlib
 import subprocess
 import sys
 
+from .fmt import ROOT, row_cells
 from .registry import table
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 # Columns of tools/trainer_table.py's rows (0-based, after the leading "|").
 IDENTICAL, PLANNED_RATIO, UNPLANNED_RATIO = 5, 12, 14
 
@@ -22,17 +21,14 @@ def trainer_rows(mp, measure_ops):
     return [line for line in out.split("\n") if line.startswith("|")]
 
 
-def cells(line):
-    return [c.strip() for c in line.strip("|").split("|")]
-
 
 def ratio_range(rows, column):
-    values = [float(cells(r)[column]) for r in rows]
+    values = [float(row_cells(r)[column]) for r in rows]
     return f"{min(values):.2f}-{max(values):.2f}"
 
 
 def identical(rows):
-    wrong = [f"{cells(r)[0]}/{cells(r)[1]}" for r in rows if cells(r)[IDENTICAL] != "yes"]
+    wrong = [f"{row_cells(r)[0]}/{row_cells(r)[1]}" for r in rows if row_cells(r)[IDENTICAL] != "yes"]
     return "every plan trained bit for bit as the unplanned run" if not wrong else \
         "NOT identical to the unplanned run: " + ", ".join(wrong)
 
