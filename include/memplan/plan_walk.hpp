@@ -84,8 +84,8 @@ class plan_walk {
     return detail::concat("action ", a, " (", to_string(act.kind), " '", name, "')");
   }
 
-  /// Checks the wait offsets and offloaded state, and places the tensors
-  /// without a producer.
+  /// Checks the waits (each on an earlier action) and offloaded state, and
+  /// places the tensors without a producer.
   template <class V>
   bool start(const problem& p, const plan& pl, V& v) {
     p_ = &p;
@@ -96,6 +96,13 @@ class plan_walk {
         !std::ranges::is_sorted(wb)) {
       return fail(detail::concat("wait_begin must hold ", n + 1, " non-decreasing offsets from 0 to ",
                                  pl.waits.size(), " (one per action, plus one)"));
+    }
+    for (std::size_t a = 0; a < n; ++a) {
+      for (const index_t w : pl.waits_of(a)) {
+        if (w < 0 || static_cast<std::size_t>(w) >= a) {
+          return fail(detail::concat("action ", a, " waits on action ", w, ", which is not an earlier action"));
+        }
+      }
     }
     reset();
     if (!check_offloaded()) return false;
@@ -109,11 +116,8 @@ class plan_walk {
 
   /// Reads action `a` (the next in issue order).
   template <class V>
-  bool step(index_t a, V& v) {
+  [[gnu::always_inline]] bool step(index_t a, V& v) {
     const action& act = pl_->actions[static_cast<std::size_t>(a)];
-    for (const index_t w : pl_->waits_of(static_cast<std::size_t>(a))) {
-      if (w < 0 || w >= a) return fail(detail::concat("action ", a, " waits on action ", w, ", which is not an earlier action"));
-    }
     v.begin(a);
     if (act.part != no_index && (act.part < 0 || act.part >= act.parts)) {
       return fail(detail::concat("action ", a, " (", to_string(act.kind), "): part ", act.part,

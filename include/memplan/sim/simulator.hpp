@@ -107,9 +107,9 @@ class simulator {
   static constexpr index_t kept = -2;
   /// The host copy of offloaded state, there from the start (swap_outs name the others).
   static constexpr index_t from_start = -3;
-  /// An action's vector clock (happens-before): per stream, the latest
-  /// action of it that has surely ended when the action starts; last, the
-  /// action's own stream.
+  /// A vector clock (happens-before): per stream, the latest action of it
+  /// that has surely ended at some point; last, the stream of the action
+  /// it belongs to.
   using clock = std::array<index_t, stream_count + 1>;
 
   report run(const problem& p, const plan& pl, const device_spec& dev, bytes_t budget, const simulate_options& opts,
@@ -230,7 +230,10 @@ class simulator {
     return false;
   }
 
+  /// A new copy. `copies_` and `touches_` grow by index, not push_back:
+  /// only their two writers (this and `resolver::touch`) check the room.
   [[gnu::always_inline]] index_t new_copy(index_t t, bytes_t b, index_t creator) {
+    if (copy_count_ == copy_room_) grow_copies();
     copy_info& c = copies_[copy_count_];
     c.bytes = b;
     c.release_us = 0;
@@ -241,25 +244,15 @@ class simulator {
     if (splits_in_place_) holders_[copy_count_] = {no_index, no_index, no_index};
     return static_cast<index_t>(copy_count_++);
   }
-  /// Room for `touches` more touches and `copies` more copies: the loop of
-  /// `resolve` writes through indices, as vector growth checks on every
-  /// write cost more than the rest of its work.
-  [[gnu::always_inline]] void make_room(std::size_t touches, std::size_t copies) {
-    if (touch_count_ + touches > touches_.size() || copy_count_ + copies > copies_.size()) grow(touches, copies);
-  }
-  void grow(std::size_t touches, std::size_t copies) {
-    touches_.resize(std::max(touches_.size(), 2 * (touch_count_ + touches)));
-    copies_.resize(std::max(copies_.size(), 2 * (copy_count_ + copies)));
+  void grow_copies() {
+    copies_.resize(std::max<std::size_t>(64, 2 * copies_.size()));
     if (splits_in_place_) holders_.resize(copies_.size());
+    copy_room_ = copies_.size();
   }
-  /// Action being resolved holds copy c; `reads` says the copy's maker or
-  /// latest writer so far (in issue order) must have ended first.
-  [[gnu::always_inline]] void touch(index_t c, bool reads) {
-    copy_info& info = copies_[static_cast<std::size_t>(c)];
-    touches_[touch_count_++] = {c, reads ? info.creator : no_index};
-    ++info.pending;
+  void grow_touches() {
+    touches_.resize(std::max<std::size_t>(64, 2 * touches_.size()));
+    touch_room_ = touches_.size();
   }
-
   /// Pass 1, in issue order: the plan walk (plan_walk.hpp) says which copy
   /// each action reads, makes or releases; `resolver` records the copies'
   /// holders and the times if memory never binds (see `run_unbounded`):
@@ -277,7 +270,6 @@ class simulator {
       return x.part != no_index && (x.kind == action_kind::swap_out || x.kind == action_kind::free);
     });
     if (splits_in_place_) holders_.resize(copies_.size());
-    make_room(0, p.num_tensors());
     for (index_t& first : first_) first = static_cast<index_t>(n);
     initial_bytes_ = 0;
     unbounded_ = true;
@@ -317,6 +309,7 @@ class simulator {
     index_t a = 0;
     double start = 0;
     double duration = 0;
+    double end_us = 0;  ///< start + duration
     bytes_t alloc = 0;
     bytes_t workspace_bytes = 0;
     index_t source = no_index;
@@ -338,34 +331,57 @@ class simulator {
     void begin(index_t action_index) {
       a = action_index;
       touch_begin = static_cast<index_t>(s.touch_count_);
-      duration = 0;
       alloc = 0;
       workspace_bytes = 0;
       source = no_index;
       splits = no_index;
-      const stream_kind stream = stream_of(pl.actions[static_cast<std::size_t>(a)].kind);
+      const action& act = pl.actions[static_cast<std::size_t>(a)];
+      const stream_kind stream = stream_of(act.kind);
+      duration = op_time(act);
       start = stream_end[static_cast<std::size_t>(stream)];
       // Happens-before (plan.hpp: only stream order and waits order actions
-      // on different streams): a's clock, per stream, the latest action of
-      // that stream guaranteed to have ended before a starts — the clocks of
-      // its stream's previous action and of its waits, and those actions.
+      // on different streams): per stream, the latest action of that stream
+      // guaranteed to have ended before a starts — what has ended once its
+      // stream's previous action and its waits have.
       clock c{no_index, no_index, no_index, static_cast<index_t>(stream)};
       if (const index_t before = last[static_cast<std::size_t>(stream)]; before != no_index) join(c, before);
       for (const index_t w : pl.waits_of(static_cast<std::size_t>(a))) {
         start = std::max(start, s.end_[static_cast<std::size_t>(w)]);
         join(c, w);
       }
-      s.clocks_[static_cast<std::size_t>(a)] = c;
       seen = c;
+      // Once a ends, so has a itself on its stream. Constant indices keep c
+      // in registers: a store to c[stream] would stall the wide copy below.
+      for (std::size_t k = 0; k < stream_count; ++k) c[k] = k == static_cast<std::size_t>(stream) ? a : c[k];
+      s.clocks_[static_cast<std::size_t>(a)] = c;
+      end_us = start + duration;
     }
-    /// c comes after b's clock and after b itself, on b's own stream;
-    /// written with constant indices so that c can stay in registers.
-    [[gnu::always_inline]] void join(clock& c, index_t b) const {
-      const clock& seen = s.clocks_[static_cast<std::size_t>(b)];
-      const index_t own = seen[stream_count];
-      for (std::size_t k = 0; k < stream_count; ++k) {
-        c[k] = std::max({c[k], seen[k], static_cast<index_t>(k) == own ? b : no_index});
+    /// The action being read holds copy c; `reads`: the copy's maker or
+    /// latest writer so far (in issue order) must have ended first. A copy
+    /// is released by its holder that ends last (the latest in issue order
+    /// on a tie).
+    [[gnu::always_inline]] void touch(index_t c, bool reads) {
+      copy_info& info = s.copies_[static_cast<std::size_t>(c)];
+      const index_t after = reads ? info.creator : no_index;
+      if (s.touch_count_ == s.touch_room_) s.grow_touches();
+      s.touches_[s.touch_count_++] = {c, after};
+      ++info.pending;
+      // Reading a copy before its maker ends is invalid; `execute` finds and
+      // reports it at the time it happens. What the action needs must be
+      // ordered before it, or it is a race.
+      if (after != no_index && after != a) {
+        if (s.end_[static_cast<std::size_t>(after)] > start) s.unbounded_ = false;
+        if (!ordered(after)) unordered_use(after, "needs", info.tensor);
       }
+      if (end_us >= info.release_us) {
+        info.release_us = end_us;
+        info.release_by = a;
+      }
+    }
+    /// c comes after action b's end.
+    [[gnu::always_inline]] void join(clock& c, index_t b) const {
+      const clock& ended = s.clocks_[static_cast<std::size_t>(b)];
+      for (std::size_t k = 0; k < stream_count; ++k) c[k] = std::max(c[k], ended[k]);
     }
     /// Action m is guaranteed to have ended before the action being read starts.
     [[nodiscard]] [[gnu::always_inline]] bool ordered(index_t m) const {
@@ -383,17 +399,15 @@ class simulator {
     }
     void begin_access(index_t, bytes_t, bytes_t, bool) {}
     [[gnu::always_inline]] void read(index_t c, bytes_t, bytes_t) {
-      s.make_room(1, 0);
-      s.touch(c, true);
+      touch(c, true);
     }
     void write(index_t c, bytes_t, bytes_t) {
       read(c, 0, 0);
       s.copies_[static_cast<std::size_t>(c)].creator = a;  // a later reader (a swap-out) waits for this write
     }
     [[gnu::always_inline]] index_t make(index_t t, bytes_t b, index_t, index_t) {
-      s.make_room(1, 1);
       const index_t c = s.new_copy(t, b, a);
-      s.touch(c, false);
+      touch(c, false);
       alloc += b;
       return c;
     }
@@ -406,7 +420,6 @@ class simulator {
     }
     index_t swap_in(index_t t, bytes_t b, index_t host, bytes_t) {
       source = host == from_start ? no_index : host;
-      duration = dev.h2d.transfer_us(b);
       r.swapped_in_bytes += b;
       return make(t, b, 1, no_index);
     }
@@ -416,26 +429,22 @@ class simulator {
           unordered_use(h, "splits", s.copies_[static_cast<std::size_t>(whole)].tensor);
         }
       }
-      const index_t parts = pl.actions[static_cast<std::size_t>(a)].parts;
-      s.make_room(static_cast<std::size_t>(parts) + 1, static_cast<std::size_t>(parts));
-      s.touch(whole, false);
       copy_info& w = s.copies_[static_cast<std::size_t>(whole)];
       if (w.release_us > start) s.unbounded_ = false;  // an earlier holder may still run when it starts
+      touch(whole, false);
       w.bytes = 0;
       split_creator = w.creator;
       splits = whole;
     }
     index_t split_part(index_t, index_t t, bytes_t, bytes_t b, index_t, index_t part) {
       const index_t m = s.new_copy(t, b, split_creator);
-      if (part != pl.actions[static_cast<std::size_t>(a)].part) s.touch(m, false);  // the released one: `release`
+      if (part != pl.actions[static_cast<std::size_t>(a)].part) touch(m, false);  // the released one: `release`
       return m;
     }
     void release(index_t c, bool saves) {
-      s.make_room(1, 0);
-      s.touch(c, saves);  // a swap-out's copy must end; a free must have been reached on its stream
+      touch(c, saves);  // a swap-out's copy must end; a free must have been reached on its stream
     }
     index_t save(index_t, bytes_t b, index_t, index_t) {
-      duration = dev.d2h.transfer_us(b);
       r.swapped_out_bytes += b;
       return a;
     }
@@ -446,25 +455,10 @@ class simulator {
       const auto n = static_cast<index_t>(pl.actions.size());
       s.info_[static_cast<std::size_t>(a)] = {duration, alloc,  workspace_bytes, workspace_bytes, source,
                                               touch_begin, n, splits, stream};
-      const double end = start + duration;
-      // Reading a copy (or a host copy) before its maker ends is invalid;
-      // `execute` finds and reports it at the time it happens. What a
-      // touched must have ended first (a swap-in's swap-out, the copies'
-      // makers or last writers) must be ordered before it, or it is a race.
+      const double end = end_us;
+      // A swap-in reads the host copy its swap-out wrote (as `touch`).
       if (source != no_index && s.end_[static_cast<std::size_t>(source)] > start) s.unbounded_ = false;
       if (source != no_index && !ordered(source)) unordered_use(source, "copies back", act.tensor);
-      for (std::size_t k = static_cast<std::size_t>(touch_begin); k < s.touch_count_; ++k) {
-        const touch_info& t = s.touches_[k];
-        copy_info& c = s.copies_[static_cast<std::size_t>(t.copy)];
-        if (t.after != no_index) {
-          if (s.end_[static_cast<std::size_t>(t.after)] > start) s.unbounded_ = false;
-          if (t.after != a && !ordered(t.after)) unordered_use(t.after, "needs", c.tensor);
-        }
-        if (end >= c.release_us) {
-          c.release_us = end;
-          c.release_by = a;
-        }
-      }
       if (s.splits_in_place_) {  // a holds these copies now (resolver::split)
         for (std::size_t k = static_cast<std::size_t>(touch_begin); k < s.touch_count_; ++k) {
           s.holders_[static_cast<std::size_t>(s.touches_[k].copy)][static_cast<std::size_t>(stream)] = a;
@@ -478,11 +472,24 @@ class simulator {
       (before == no_index ? s.first_[static_cast<std::size_t>(stream)] : s.info_[static_cast<std::size_t>(before)].next) = a;
       before = a;
     }
-    /// An op's time: the split cost model's for its parts, one part's share
-    /// for a micro-op (TSPLIT Eq. 6).
-    void count_op(const action& act) {
+    /// How long `act` runs: an op, the split cost model's time for its
+    /// parts, one part's share for a micro-op (TSPLIT Eq. 6); a swap, its
+    /// bytes over the link; 0 for a free or an action the walk rejects.
+    [[nodiscard]] double op_time(const action& act) const {
       const bool micro = act.part != no_index;
-      duration = split_time_us(dev, p.time_us[static_cast<std::size_t>(act.step)], act.parts) / (micro ? act.parts : 1);
+      if (act.parts < 1 || (micro && (act.part < 0 || act.part >= act.parts))) return 0;
+      if (act.kind == action_kind::compute || act.kind == action_kind::recompute) {
+        if (act.step < 0 || static_cast<std::size_t>(act.step) >= p.num_steps()) return 0;
+        return split_time_us(dev, p.time_us[static_cast<std::size_t>(act.step)], act.parts) / (micro ? act.parts : 1);
+      }
+      if (act.kind == action_kind::free || act.tensor < 0 || static_cast<std::size_t>(act.tensor) >= p.num_tensors()) {
+        return 0;
+      }
+      const bytes_t whole = p.bytes[static_cast<std::size_t>(act.tensor)];
+      const bytes_t b = micro ? micro_bytes(whole, act.parts, act.part) : whole;
+      return (act.kind == action_kind::swap_in ? dev.h2d : dev.d2h).transfer_us(b);
+    }
+    void count_op(const action& act) {
       if (act.kind == action_kind::recompute) {
         ++r.recomputed_ops;
         r.recompute_us += duration;
@@ -792,6 +799,7 @@ class simulator {
   std::vector<action_info> info_;  ///< per action, plus one for the end of the touches
   std::vector<touch_info> touches_;  ///< per action, the copies it holds
   std::size_t touch_count_ = 0;    ///< used part of `touches_`
+  std::size_t touch_room_ = 0;     ///< touches_.size()
   bool unbounded_ = false;         ///< the issue-order times are valid if memory never binds
   double unbounded_time_us_ = 0;   ///< and then the iteration time
   double compute_busy_us_ = 0;     ///< the compute stream's total busy time
@@ -802,10 +810,11 @@ class simulator {
   index_t first_[stream_count] = {};  ///< per stream, its first action
   std::vector<copy_info> copies_;
   std::size_t copy_count_ = 0;  ///< used part of `copies_`
+  std::size_t copy_room_ = 0;   ///< copies_.size()
   /// Pass 1's happens-before: per action, the latest action of each stream
-  /// guaranteed to have ended before it starts, and its own stream
-  /// (`resolver::begin`); per copy, its latest holder on each stream so
-  /// far, kept only for a plan that splits copies in place.
+  /// guaranteed to have ended once it ends (itself on its own stream), and
+  /// its own stream (`resolver::begin`); per copy, its latest holder on each
+  /// stream so far, kept only for a plan that splits copies in place.
   std::vector<clock> clocks_;
   std::vector<std::array<index_t, stream_count>> holders_;
   bool splits_in_place_ = false;
