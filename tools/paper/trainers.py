@@ -1,6 +1,7 @@
-"""The host trainers' tables (docs/trainers.md): every planner at 50 % of the
+"""The trainers' tables (docs/trainers.md): every planner at 50 % of the
 unplanned peak, trained bit for bit as the unplanned run, in an arena of the
-budget; tools/trainer_table.py runs them."""
+budget; tools/trainer_table.py runs the host trainers, and tabulates the
+CUDA trainers' runs from the JSON tools/gpu-check writes on a GPU machine."""
 import os
 import subprocess
 import sys
@@ -49,3 +50,17 @@ def trainers_host_measured(mp, quick):
     return lines + ["", f"{len(rows)} plans fit; {identical(rows)}. Simulated / measured: "
                         f"{ratio_range(rows, PLANNED_RATIO)} for the plans, "
                         f"{ratio_range(rows, UNPLANNED_RATIO)} for the unplanned runs."]
+
+
+@table("trainers-gpu", minutes=0.1, deterministic=False)
+def trainers_gpu(mp, quick):
+    """The CUDA trainers on a lent GPU: tools/gpu-check's JSON, named by MEMPLAN_GPU_CHECK, as a table."""
+    path = os.environ.get("MEMPLAN_GPU_CHECK", "")
+    if not path or not os.path.isfile(path):
+        raise FileNotFoundError("set MEMPLAN_GPU_CHECK to the JSON file tools/gpu-check wrote on a GPU machine")
+    mp.commands.append("tools/trainer_table.py $MEMPLAN_GPU_CHECK")
+    out = subprocess.run([sys.executable, "tools/trainer_table.py", path], capture_output=True, text=True, check=True,
+                         cwd=ROOT).stdout
+    lines = out.rstrip("\n").split("\n")
+    rows = [line for line in lines if line.startswith("| ") and not line.startswith("| trainer ")]
+    return lines + ["", f"{len(rows)} runs; {identical([r for r in rows if 'no plan' not in r])}."]
