@@ -527,17 +527,33 @@ class simulator {
     bool allocated[stream_count] = {};  // at[s]'s allocation is done, its frees are next
     double time[stream_count];          // the stream's next event: (time, rank), the lowest first
     double rank[stream_count];
+    // A stream's next event that changes the level: its actions' events
+    // that change nothing (a free's allocation, a swap-out's, ...) are
+    // skipped, which leaves the order of the others as it was.
     const auto next_event = [&](std::size_t s) {
-      const std::size_t a = at[s];
-      if (a >= n) {
-        time[s] = never;
-        rank[s] = 0;
-      } else if (!allocated[s]) {
-        time[s] = start_[a];
-        rank[s] = static_cast<double>(a);
-      } else {
-        time[s] = end_[a];
-        rank[s] = start_[a] == end_[a] ? static_cast<double>(a) + 0.5 : -1.0;
+      for (;;) {
+        const std::size_t a = at[s];
+        if (a >= n) {
+          time[s] = never;
+          rank[s] = 0;
+          return;
+        }
+        const action_info& info = info_[a];
+        if (!allocated[s]) {
+          if (info.alloc != 0) {
+            time[s] = start_[a];
+            rank[s] = static_cast<double>(a);
+            return;
+          }
+          allocated[s] = true;
+        }
+        if (info.frees != 0) {
+          time[s] = end_[a];
+          rank[s] = start_[a] == end_[a] ? static_cast<double>(a) + 0.5 : -1.0;
+          return;
+        }
+        allocated[s] = false;
+        at[s] = static_cast<std::size_t>(info.next);
       }
     };
     for (std::size_t s = 0; s < stream_count; ++s) {
@@ -562,7 +578,6 @@ class simulator {
         change = info.alloc;
       }
       next_event(best);
-      if (change == 0) continue;
       in_use += change;
       if (in_use > budget) return false;  // `run` discards the curve so far
       peak = std::max(peak, in_use);
