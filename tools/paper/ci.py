@@ -65,7 +65,7 @@ def fuzz_long(mp, quick):
             stats = dict(m.groups() for m in map(FUZZ_STAT.match, done.stderr.split("\n")) if m)
             crash = [line for line in done.stderr.split("\n") if line.startswith("==") and "ERROR" in line]
             finding = "none" if done.returncode == 0 else (crash[0][:120] if crash else f"exit {done.returncode}")
-            rows.append([target, f"{int(stats.get('number_of_executed_units', 0)):,}",
-                         f"{int(stats.get('new_units_added', 0)):,}", finding])
-    return fmt.table(["target", "executions", "new inputs", "findings"], rows, numeric_from=1) + [
+            rows.append([target, finding, f"{int(stats.get('number_of_executed_units', 0)):,}",
+                         f"{int(stats.get('new_units_added', 0)):,}"])
+    return fmt.table(["target", "findings", "executions", "new inputs"], rows, numeric_from=2) + [
         "", f"{seconds} s per target, one at a time."]
