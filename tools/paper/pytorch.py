@@ -31,7 +31,7 @@ def pytorch_traces(mp, quick):
     return run_script(mp, "tools/torch_traces.py", args)
 
 
-@table("pytorch-steps", minutes=5, deterministic=True)
+@table("pytorch-steps", minutes=13, deterministic=True)
 def pytorch_steps(mp, quick):
     """Planned PyTorch steps on the CPU against plain ones: bit-identical, under the accountant's budget."""
     args = ["--batch", "32"] + (["--models", "transformer", "--planners", "tsplit", "--budgets", "70%"] if quick else [])
