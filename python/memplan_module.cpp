@@ -27,7 +27,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "memplan/cost/cluster.hpp"
 #include "memplan/cost/devices.hpp"
+#include "memplan/distributed/data_parallel.hpp"
 #include "memplan/cost/roofline.hpp"
 #include "memplan/error.hpp"
 #include "memplan/graph/schedule.hpp"
@@ -169,6 +171,21 @@ graph_handle load_graph(py::handle source) {
       source, "graph", [](const std::string& text) { return io::read_graph(text); },
       [](const std::filesystem::path& path) { return io::read_graph_file(path); });
   return {compile_shared(std::move(doc.graph), std::move(doc.schedule)), std::nullopt, {}};
+}
+
+/// One rank's iteration of data-parallel training of `source` (the CLI's
+/// --parallel MODE --ranks N --cluster C): a graph file's, as it is.
+graph_handle data_parallel_rank(py::handle source, const std::string& mode, int ranks, const std::string& cluster,
+                                double bucket_cap_mb) {
+  const graph_handle single = load_graph(source);
+  const auto m = distributed::parse_data_parallel(mode);
+  MEMPLAN_EXPECTS(m.has_value(), invalid_argument, "mode: unknown mode '", mode, "'; known modes: ddp, zero1, zero2, zero3");
+  MEMPLAN_EXPECTS(bucket_cap_mb > 0, invalid_argument, "bucket_cap_mb must be positive, got ", bucket_cap_mb);
+  distributed::data_parallel_options o{.mode = *m, .group = {&find_cluster(cluster), ranks}};
+  o.bucket_cap = static_cast<bytes_t>(bucket_cap_mb * (1 << 20));
+  memplan::graph rank = distributed::data_parallel_rank(single.get().g, single.get().order, o);
+  schedule order = distributed::listed_order(rank);
+  return {compile_shared(std::move(rank), std::move(order)), std::nullopt, {}};
 }
 
 graph_handle load_model(const std::string& name, const std::string& device, int batch, double scale, int resolution,
@@ -467,6 +484,10 @@ PYBIND11_MODULE(memplan, m) {
         py::arg("optimizer") = "sgd", py::arg("layers") = 0, py::arg("cifar") = false,
         "A zoo model (the CLI's --model NAME and its options), its op times for `device`; planned on another "
         "device, it is built again for that one.");
+  m.def("data_parallel_rank", &data_parallel_rank, py::arg("graph"), py::arg("mode") = "ddp", py::arg("ranks") = 8,
+        py::arg("cluster") = "a100-node", py::arg("bucket_cap_mb") = 25.0,
+        "One rank's iteration of data-parallel training of `graph` (ddp, zero1, zero2, zero3; docs/distributed.md): "
+        "the CLI's --parallel MODE --ranks N --cluster C.");
   m.def("load_dtr_log", &load_dtr_log, py::arg("path"), "A DTR operator log (the CLI's --dtr-log FILE).");
   m.def("plan", &make_plan, py::arg("graph"), py::arg("device") = "v100", py::arg("budget") = "50%",
         py::arg("planner") = "tsplit", py::arg("seed") = py::none(), py::arg("host_memory") = py::none(),

@@ -33,6 +33,10 @@ inline constexpr option_spec model_options[] = {
 inline constexpr option_spec file_sources[] = {
     {"graph", "FILE", "a memplan-graph JSON document (docs/formats.md)"},
     {"dtr-log", "FILE", "a DTR operator log (docs/formats.md)"}};
+inline constexpr option_spec parallel_options[] = {
+    {"parallel", "MODE", "plan one rank of data-parallel training: ddp, zero1, zero2 or zero3 (docs/distributed.md)"},
+    {"ranks", "N", "data-parallel ranks (default 8)"},
+    {"cluster", "C", "the ranks' machines, a100-node or dgx-h100; the device is its GPU (memplan models lists them)"}};
 inline constexpr option_spec device_options[] = {
     {"device", "D", "the device (memplan models lists them)"},
     {"device-profile", "FILE", "a measured device profile overriding D's figures (docs/devices.md)"}};
@@ -74,6 +78,7 @@ struct command_spec {
       }
     };
     if (has(with, extras::source) || has(with, extras::model)) add(model_options);
+    if (has(with, extras::source) || has(with, extras::model)) add(parallel_options);
     if (has(with, extras::source)) add(file_sources);
     if (name != "models" && name != "import") add(device_options);
     if (has(with, extras::planners)) {
@@ -171,6 +176,8 @@ inline void print_help(std::ostream& out, const command_spec& c, std::string_vie
   if (has(c.with, extras::source) || has(c.with, extras::model)) {
     out << "model options:\n";
     print_options(out, model_options);
+    out << "distributed (one rank's iteration):\n";
+    print_options(out, parallel_options);
   }
   if (c.name != "models" && c.name != "import") {
     out << "device:\n";

@@ -23,7 +23,9 @@
 
 #include "arguments.hpp"
 #include "commands.hpp"
+#include "memplan/cost/cluster.hpp"
 #include "memplan/cost/devices.hpp"
+#include "memplan/distributed/data_parallel.hpp"
 #include "memplan/cost/profile.hpp"
 #include "memplan/io/ascii_chart.hpp"
 #include "memplan/io/device_profile.hpp"
@@ -65,11 +67,53 @@ int exit_status(failure_kind k) {
   return 1;
 }
 
-/// `--device D` (required unless there is a `fallback`) and `--device-profile`.
+/// A graph and its problem.
+struct source_graph {
+  graph g;
+  problem p;
+};
+
+/// `--parallel MODE --ranks N --cluster C`: the data-parallel configuration, or nothing.
+std::optional<distributed::data_parallel_options> read_parallel(const arguments& args) {
+  if (!args.has("parallel")) {
+    MEMPLAN_EXPECTS(!args.has("ranks") && !args.has("cluster"), invalid_argument,
+                    "--ranks and --cluster plan a rank of distributed training: give --parallel MODE too");
+    return std::nullopt;
+  }
+  const std::string mode = args.require("parallel");
+  const auto m = distributed::parse_data_parallel(mode);
+  MEMPLAN_EXPECTS(m.has_value(), invalid_argument, "--parallel: unknown mode '", mode,
+                  "'; known modes: ddp, zero1, zero2, zero3");
+  const int ranks = static_cast<int>(args.integer("ranks", 8, 1, 1 << 20));
+  MEMPLAN_EXPECTS(args.has("cluster"), invalid_argument, "--parallel ", mode,
+                  " needs --cluster C (the ranks' machines: a100-node or dgx-h100)");
+  return distributed::data_parallel_options{.mode = *m, .group = {&find_cluster(args.require("cluster")), ranks}};
+}
+
+/// `--device D` (required unless there is a `fallback` or a `--cluster`,
+/// whose GPU it is) and `--device-profile`.
 device_spec load_device(const arguments& args, std::string_view fallback = {}) {
-  device_spec d = find_device(fallback.empty() ? args.require("device") : args.get("device").value_or(std::string(fallback)));
+  device_spec d;
+  if (const auto parallel = read_parallel(args)) {
+    d = parallel->group.rank_device();
+    MEMPLAN_EXPECTS(!args.has("device") || args.require("device") == d.name, invalid_argument, "--device ",
+                    args.require("device"), ": cluster ", parallel->group.cluster->name, "'s GPUs are ", d.name);
+  } else {
+    d = find_device(fallback.empty() ? args.require("device") : args.get("device").value_or(std::string(fallback)));
+  }
   if (const auto profile = args.get("device-profile")) d = read_device_profile_file(*profile, d);
   return d;
+}
+
+/// g run in `order`, or with --parallel one rank's iteration of it, compiled.
+source_graph compile_source(graph g, const schedule& order, const arguments& args) {
+  if (const auto parallel = read_parallel(args)) {
+    graph rank = distributed::data_parallel_rank(g, order, *parallel);
+    problem p = compile(rank, distributed::listed_order(rank));
+    return {std::move(rank), std::move(p)};
+  }
+  problem p = compile(g, order);
+  return {std::move(g), std::move(p)};
 }
 
 model::options read_model_options(const arguments& args) {
@@ -97,18 +141,21 @@ source load_source(const arguments& args, const device_spec& device) {
   MEMPLAN_EXPECTS(int{args.has("model")} + int{args.has("graph")} + int{args.has("dtr-log")} == 1, invalid_argument,
                   "give exactly one SOURCE: --model NAME, --graph FILE.json or --dtr-log FILE");
   if (const auto log = args.get("dtr-log")) {
+    MEMPLAN_EXPECTS(!args.has("parallel"), invalid_argument,
+                    "--parallel: a DTR log records one GPU's eager run, not a training graph to distribute");
     dtr_log read = read_dtr_log_file(*log);
     problem p = compile(read.graph, read.schedule);
     return {std::move(read.graph), std::move(p), read.refcount_peak};
   }
   if (const auto m = args.get("model")) {
     graph g = model::build(*m, read_model_options(args), device);
-    problem p = compile(g);
-    return {std::move(g), std::move(p), std::nullopt};
+    const schedule order = dfs_schedule(g);
+    auto [rank, p] = compile_source(std::move(g), order, args);
+    return {std::move(rank), std::move(p), std::nullopt};
   }
   auto doc = read_graph_file(args.require("graph"));
-  problem p = compile(doc.graph, doc.schedule);
-  return {std::move(doc.graph), std::move(p), std::nullopt};
+  auto [rank, p] = compile_source(std::move(doc.graph), doc.schedule, args);
+  return {std::move(rank), std::move(p), std::nullopt};
 }
 
 /// SIZE: bytes, units, or a percentage of the baseline peak.
@@ -240,6 +287,10 @@ int cmd_models(const arguments& args) {
     for (const auto& d : devices()) {
       j["devices"].push_back({{"name", d.name}, {"memory_bytes", d.memory_bytes}});
     }
+    j["clusters"] = json::array();
+    for (const auto& c : clusters()) {
+      j["clusters"].push_back({{"name", c.name}, {"gpu", c.gpu}, {"gpus_per_node", c.gpus_per_node}});
+    }
     for (const auto& e : planners()) j["planners"].push_back({{"name", e.name}, {"summary", e.summary}});
     std::cout << j.dump(2) << "\n";
     return 0;
@@ -248,6 +299,12 @@ int cmd_models(const arguments& args) {
   for (const auto m : model::names()) std::cout << " " << m;
   std::cout << "\ndevices:\n";
   for (const auto& d : devices()) std::cout << "  " << std::left << std::setw(12) << d.name << format_bytes(d.memory_bytes) << "\n";
+  std::cout << "clusters (--parallel MODE --cluster C):\n";
+  for (const auto& c : clusters()) {
+    std::cout << "  " << std::left << std::setw(12) << c.name << "nodes of " << c.gpus_per_node << " " << c.gpu
+              << ", NVLink " << c.nvlink.bandwidth_gb_s << " GB/s, network " << c.network.bandwidth_gb_s
+              << " GB/s per GPU\n";
+  }
   std::cout << "planners:\n";
   for (const auto& e : planners()) std::cout << "  " << std::left << std::setw(16) << e.name << e.summary << "\n";
   return 0;
@@ -418,7 +475,9 @@ largest_batch_result search_batch(const arguments& args, const device_spec& d, c
         } else {
           mo.batch = n;
         }
-        return compile(model::build(model_name, mo, d));
+        graph g = model::build(model_name, mo, d);
+        const schedule order = dfs_schedule(g);
+        return compile_source(std::move(g), order, args).p;
       },
       d, planner, options, search);
   if (search.progress) std::cerr << "\r" << std::string(40, ' ') << "\r";

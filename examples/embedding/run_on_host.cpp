@@ -1,5 +1,5 @@
 // Run a plan on host::device: the executor carries out a plan's actions
-// (compute, swap out, swap in, recompute, free) on three streams, with
+// (compute, swap out, swap in, recompute, free) on its streams, with
 // every device buffer at the plan's offset in an arena of exactly the
 // plan's size. The framework gives two callbacks: `run_op` runs an op on
 // the addresses the executor hands it, `load` fills the graph's inputs.

@@ -6,9 +6,11 @@
 /// Semantics of the action list (the contract between planners, the
 /// simulator, the validator and the executor):
 /// - Actions are listed in issue order. Each runs on the stream its kind
-///   names (`stream_of`) after the previous action of that stream has ended
-///   and after every action in its wait list (always earlier in the list)
-///   has ended. Nothing else orders actions on different streams.
+///   names (`stream_of`; the compute of an op that communicates with other
+///   ranks runs on the communication stream) after the previous action of
+///   that stream has ended and after every action in its wait list (always
+///   earlier in the list) has ended. Nothing else orders actions on
+///   different streams.
 /// - `compute(s)` runs the op of step s; `recompute(s)` runs it again to
 ///   bring back those of its outputs that are not on the device, for an op
 ///   marked recomputable that is not an update (an update writes its state
@@ -106,14 +108,21 @@ namespace memplan {
 /// device copy, `swap_in` allocates it and copies it back, `free` releases
 /// the device copy without saving it. The file comment gives the rules.
 enum class action_kind : std::uint8_t { compute, recompute, swap_out, swap_in, free };
-/// The three streams actions run on, each in issue order: `compute` (compute,
-/// recompute, free), `d2h` (swap_out) and `h2d` (swap_in).
-enum class stream_kind : std::uint8_t { compute, d2h, h2d };
+/// The four streams actions run on, each in issue order: `compute` (compute,
+/// recompute, free), `d2h` (swap_out), `h2d` (swap_in) and `comm` (the
+/// compute and recompute of an op that communicates with other ranks:
+/// problem::communicates, DESIGN.md §7a).
+enum class stream_kind : std::uint8_t { compute, d2h, h2d, comm };
 /// How many `stream_kind`s there are (arrays indexed by stream).
-inline constexpr int stream_count = 3;
+inline constexpr int stream_count = 4;
+/// Streams as traces and messages spell them.
+inline constexpr std::array<std::string_view, stream_count> stream_names{"compute", "d2h", "h2d", "comm"};
+/// Per stream, no action: the initial value of arrays indexed by stream.
+inline constexpr std::array<index_t, stream_count> no_stream_actions{no_index, no_index, no_index, no_index};
 
-/// The stream an action of kind `k` runs on: copies on their own direction's
-/// stream, everything else on the compute stream.
+/// The stream an action of kind `k` runs on when its op (if any) does not
+/// communicate: copies on their own direction's stream, everything else on
+/// the compute stream.
 [[nodiscard]] constexpr stream_kind stream_of(action_kind k) noexcept {
   switch (k) {
     case action_kind::swap_out: return stream_kind::d2h;
@@ -144,12 +153,21 @@ inline constexpr std::array<std::string_view, 4> decision_names{"keep", "swap", 
 /// One entry of a plan's action list: what runs, on which step or tensor,
 /// and on which part of a split one.
 struct action {
-  action_kind kind = action_kind::compute;  ///< what it does, and so its stream (`stream_of`)
+  action_kind kind = action_kind::compute;  ///< what it does, and so (with its op) its stream (`stream_of`)
   index_t step = no_index;    ///< compute / recompute: the step whose op runs
   index_t tensor = no_index;  ///< swap_out / swap_in / free: the tensor
   index_t parts = 1;          ///< micro-batches the op (or the tensor) is split into (1 = whole)
   index_t part = no_index;    ///< with parts > 1: the micro-op or micro-tensor; no_index: all of them
 };
+/// The streams a plan for `p` may use: the first three, and the
+/// communication stream where an op communicates (traces and pictures show these).
+[[nodiscard]] inline std::size_t streams_used(const problem& p) noexcept { return p.comm.empty() ? 3 : stream_count; }
+/// The stream action `a` of a plan for `p` runs on: an op that communicates
+/// runs on the communication stream, everything else as `stream_of(kind)`.
+[[nodiscard]] inline stream_kind stream_of(const problem& p, const action& a) noexcept {
+  const bool runs_op = a.kind == action_kind::compute || a.kind == action_kind::recompute;
+  return runs_op && p.communicates(a.step) ? stream_kind::comm : stream_of(a.kind);
+}
 
 /// Tensors split with the batch dimension when their op is (plan.hpp's
 /// comment): those that carry samples.

@@ -2,8 +2,9 @@
 /// \file
 /// `plan_builder`: how planners write a plan. They emit actions in issue
 /// order; the builder reads each through the plan walk (plan_walk.hpp) and
-/// adds the waits plan.hpp's rules need: a compute waits for the swap-ins
-/// that made the copies it reads, a swap-out for the action that made (or
+/// adds the waits plan.hpp's rules need: a compute waits for the actions of
+/// other streams that made the copies it reads (swap-ins, and computes on
+/// the compute or the communication stream), a swap-out for the action that made (or
 /// last wrote) the copy it saves, a swap-in for the swap-out it undoes, and
 /// a release that splits a whole tensor in place for the actions holding it.
 
@@ -137,9 +138,13 @@ class plan_builder {
     index_t initial_host(index_t) { return from_start; }
     void begin(index_t action_index) { a = action_index; }
     void begin_access(index_t, bytes_t, bytes_t, bool) {}
-    [[gnu::always_inline]] void read(index_t c, bytes_t, bytes_t) {  // an input: wait for the swap-in that brought it
+    /// An input: wait for its maker on another stream (a swap-in that
+    /// brought it, a compute across the compute and communication streams).
+    [[gnu::always_inline]] void read(index_t c, bytes_t, bytes_t) {
       const index_t maker = b.creator_[static_cast<std::size_t>(c)];
-      if (maker != no_index && b.plan_.actions[static_cast<std::size_t>(maker)].kind == action_kind::swap_in) wait(maker);
+      if (maker == no_index) return;
+      const action& made = b.plan_.actions[static_cast<std::size_t>(maker)];
+      if (made.kind == action_kind::swap_in || stream_of(*b.p_, made) != stream_of(*b.p_, act())) wait(maker);
     }
     void write(index_t c, bytes_t, bytes_t) { b.creator_[static_cast<std::size_t>(c)] = a; }
     [[gnu::always_inline]] index_t make(index_t, bytes_t, index_t, index_t) { return copy(a); }
@@ -180,7 +185,7 @@ class plan_builder {
   index_t add(action x, std::span<const index_t> after = {}) {
     const index_t a = plan_.push(x, after);
     if (walking_) walking_ = walk_.step(a, deriver_);
-    if (stream_of(x.kind) == stream_kind::compute) last_compute_ = a;  // an in-place split waits for it
+    if (stream_of(*p_, x) == stream_kind::compute) last_compute_ = a;  // an in-place split waits for it
     return a;
   }
 

@@ -18,6 +18,7 @@
 #include "memplan/error.hpp"
 #include "memplan/graph/schedule.hpp"
 #include "memplan/graph/training_graph.hpp"
+#include "memplan/graph/vocabulary.hpp"
 
 namespace memplan {
 
@@ -42,6 +43,10 @@ struct problem {
   std::vector<double> time_us;        ///< compute time on the target device
   std::vector<bytes_t> workspace;     ///< scratch bytes, allocated for the op's duration
   std::vector<std::uint8_t> recomputable;  ///< 1 if the op may be run again (op_recomputable)
+  /// 1 if the op communicates with other ranks (a collective or a send or
+  /// receive: `is_communication` of its type), so it runs on the
+  /// communication stream (plan.hpp); empty: no op does.
+  std::vector<std::uint8_t> comm;
   std::vector<index_t> input_begin;   ///< CSR offsets into `input_tensors` (steps + 1)
   std::vector<index_t> input_tensors;   ///< per step, the tensors its op reads (`inputs(s)`)
   std::vector<index_t> output_begin;  ///< CSR offsets into `output_tensors` (steps + 1)
@@ -76,6 +81,8 @@ struct problem {
   [[nodiscard]] std::span<const index_t> uses(index_t t) const { return csr(use_begin, use_steps, t); }
   /// Whether `t` is a parameter or optimizer state: live across iterations, never lost.
   [[nodiscard]] bool persistent(index_t t) const { return is_persistent(kind[static_cast<std::size_t>(t)]); }
+  /// Step s's op communicates with other ranks (`comm`).
+  [[nodiscard]] bool communicates(index_t s) const { return !comm.empty() && comm[static_cast<std::size_t>(s)] != 0; }
 
   /// First step at which t is live: its producer, or 0 (DESIGN.md §4).
   [[nodiscard]] index_t live_begin(index_t t) const {
@@ -121,11 +128,28 @@ struct problem {
     const auto live = baseline_memory();
     return live.empty() ? 0 : *std::ranges::max_element(live);
   }
-  /// Sum of op times: the iteration time with no planning.
+  /// The iteration time with no planning: the sum of op times, or, where
+  /// ops communicate, when the last op ends with the communication ops on
+  /// their own stream (plan.hpp): each op starts once the previous op of
+  /// its stream and the makers of its inputs have ended.
   [[nodiscard]] double baseline_time_us() const {
-    double sum = 0;
-    for (const double t : time_us) sum += t;
-    return sum;
+    if (comm.empty()) {
+      double sum = 0;
+      for (const double t : time_us) sum += t;
+      return sum;
+    }
+    std::vector<double> end(num_steps(), 0);
+    double stream_end[2] = {0, 0};  // compute, communication
+    for (std::size_t s = 0; s < num_steps(); ++s) {
+      double& free_at = stream_end[comm[s]];
+      double start = free_at;
+      for (const index_t t : inputs(static_cast<index_t>(s))) {
+        const index_t maker = producer[static_cast<std::size_t>(t)];
+        if (maker != no_index) start = std::max(start, end[static_cast<std::size_t>(maker)]);
+      }
+      end[s] = free_at = start + time_us[s];
+    }
+    return std::max(stream_end[0], stream_end[1]);
   }
 
  private:
@@ -193,6 +217,10 @@ void compile_op(const G& g, op_descriptor_t<G> v, index_t i, std::size_t s, prob
   p.time_us[s] = static_cast<double>(op_time_us(g, v));
   p.workspace[s] = op_workspace_bytes(g, v);
   p.recomputable[s] = op_recomputable(g, v) ? 1 : 0;
+  if (is_communication(p.op_type[s])) {
+    if (p.comm.empty()) p.comm.assign(p.num_steps(), 0);
+    p.comm[s] = 1;
+  }
   MEMPLAN_EXPECTS(p.time_us[s] >= 0 && std::isfinite(p.time_us[s]), invalid_graph, "op '", p.op_name[s],
                   "': time_us must be a finite non-negative number, got ", p.time_us[s]);
   MEMPLAN_EXPECTS(p.workspace[s] >= 0, invalid_graph, "op '", p.op_name[s],

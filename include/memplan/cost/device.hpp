@@ -38,6 +38,11 @@ struct device_spec {
   bytes_t alignment = 256;
   /// The allocator model of the online policies (runtime/caching_allocator.hpp).
   allocator_spec allocator;
+  /// A rank's collectives and transfers cross the host link (the GPU's PCIe
+  /// link to the switch its network card hangs off, as between DGX nodes:
+  /// cost/cluster.hpp), so they share it with swaps: the simulator runs
+  /// copies and communication in issue order on it (DESIGN.md §5).
+  bool collectives_share_host_link = false;
 };
 
 }  // namespace memplan

@@ -61,6 +61,18 @@ inline constexpr std::array<std::string_view, 7> tensor_kind_names{
   return k == tensor_kind::parameter || k == tensor_kind::optimizer_state;
 }
 
+/// Op types that communicate with other ranks: collectives and point-to-point
+/// transfers. Their ops run on the communication stream (DESIGN.md §5).
+inline constexpr std::array<std::string_view, 6> communication_types{"all_reduce", "all_gather", "reduce_scatter",
+                                                                     "broadcast",  "send",       "recv"};
+/// An op of type `type` communicates with other ranks (`communication_types`).
+[[nodiscard]] constexpr bool is_communication(std::string_view type) noexcept {
+  for (const std::string_view c : communication_types) {
+    if (c == type) return true;
+  }
+  return false;
+}
+
 /// DESIGN.md §4 default: forward ops may be recomputed, others not.
 [[nodiscard]] constexpr bool default_recomputable(phase p) noexcept { return p == phase::forward; }
 

@@ -5,8 +5,8 @@
 ///
 /// `write_svg` draws one plan: device memory over the iteration, stacked by
 /// what it holds (tensor kinds and workspace, sim/memory_view.hpp), against
-/// a line at the budget, and below it a Gantt chart of the three streams
-/// with a bar per action (hover one for its name and times).
+/// a line at the budget, and below it a Gantt chart of the streams (the
+/// communication stream's where ops communicate) with a bar per action (hover one for its name and times).
 /// `write_compare_svg` draws one memory curve per planner that fits,
 /// against the budget. docs/pictures.md describes what they show.
 
@@ -55,7 +55,10 @@ inline constexpr double lane_gap = 6;
 [[nodiscard]] constexpr double lane_y(std::size_t stream) noexcept {
   return lane_top + static_cast<double>(stream) * (lane_height + lane_gap);
 }
-inline constexpr double gantt_bottom = lane_top + 3 * lane_height + 2 * lane_gap;
+/// Where the Gantt chart's last lane (one per stream used) ends.
+[[nodiscard]] inline double gantt_bottom(const problem& p) noexcept {
+  return lane_y(streams_used(p) - 1) + lane_height;
+}
 
 inline constexpr std::array<std::string_view, memory_band_count> band_colours{
     "#8c564b", "#1f77b4", "#ff7f0e", "#2ca02c", "#98df8a", "#9467bd", "#7f7f7f", "#c7c7c7"};
@@ -329,12 +332,11 @@ inline void band_legend(std::ostream& out, const frame& f) {
 /// The Gantt chart: a lane per stream, a bar per action that started.
 /// \throws invalid_argument if the timeline names an action or subject the plan or problem lacks.
 inline void draw_gantt(std::ostream& out, const frame& f, const problem& p, const plan& pl, const report& r) {
-  static constexpr std::array<std::string_view, stream_count> lanes{"compute", "d2h", "h2d"};
-  for (std::size_t s = 0; s < stream_count; ++s) {
+  for (std::size_t s = 0; s < streams_used(p); ++s) {
     out << R"(<rect x=")" << fixed(f.left) << R"(" y=")" << fixed(lane_y(s)) << R"(" width=")"
         << fixed(f.right - f.left) << R"(" height=")" << fixed(lane_height) << R"(" fill="#f4f4f4"/>)"
         << "\n";
-    text(out, f.left - 6, lane_y(s) + lane_height / 2 + 4, lanes[s], R"(text-anchor="end")");
+    text(out, f.left - 6, lane_y(s) + lane_height / 2 + 4, stream_names[s], R"(text-anchor="end")");
   }
   for (const action_interval& row : r.timeline) {
     MEMPLAN_EXPECTS(row.action >= 0 && static_cast<std::size_t>(row.action) < pl.actions.size(), invalid_argument,
@@ -452,10 +454,10 @@ inline void write_svg(std::ostream& out, const problem& p, const plan& pl, const
   if (!r.feasible) {
     second = "infeasible (" + std::string(to_string(r.kind)) + ") | budget " + format_bytes(r.budget_bytes);
   }
-  begin_document(out, f.width, gantt_bottom + 50, first);
+  begin_document(out, f.width, gantt_bottom(p) + 50, first);
   titles(out, f, first, second);
   draw_memory_axis(out, f, axis);
-  draw_time_axis(out, f, gantt_bottom);
+  draw_time_axis(out, f, gantt_bottom(p));
   draw_bands(out, f, points);
   draw_budget(out, f, r.budget_bytes);
   band_legend(out, f);

@@ -27,11 +27,10 @@ namespace memplan::io {
 ///         or `p` does not have (a report of another plan).
 inline void write_chrome_trace(std::ostream& out, const problem& p, const plan& pl, const report& r) {
   using nlohmann::json;
-  static constexpr std::array<std::string_view, stream_count> stream_names{"compute", "d2h", "h2d"};
   constexpr int pid = 1;
   json events = json::array();
   events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"args", {{"name", "memplan " + r.planner}}}});
-  for (std::size_t s = 0; s < stream_names.size(); ++s) {
+  for (std::size_t s = 0; s < streams_used(p); ++s) {
     events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", s}, {"args", {{"name", stream_names[s]}}}});
     // Keep the tracks in stream order rather than by name.
     events.push_back({{"ph", "M"}, {"name", "thread_sort_index"}, {"pid", pid}, {"tid", s}, {"args", {{"sort_index", s}}}});

@@ -51,11 +51,13 @@ namespace memplan::runtime {
 /// with this clock are reused; no_index: none.
 using release_clock = std::array<index_t, stream_count>;
 /// The clock of bytes never used: nothing to wait for.
-inline constexpr release_clock no_release{no_index, no_index, no_index};
+inline constexpr release_clock no_release = no_stream_actions;
 
 /// Per stream, the later of two clocks' actions.
 [[nodiscard]] constexpr release_clock latest(const release_clock& a, const release_clock& b) noexcept {
-  return {std::max(a[0], b[0]), std::max(a[1], b[1]), std::max(a[2], b[2])};
+  release_clock c = a;
+  for (std::size_t k = 0; k < c.size(); ++k) c[k] = std::max(c[k], b[k]);
+  return c;
 }
 
 /// PyTorch's caching allocator, modelled in an arena (see the file comment):

@@ -17,8 +17,9 @@
 /// The device's pinned pool must hold `pinned_bytes(p, pl, timing)` bytes
 /// (`layout_of(p, pl).pinned_peak` when issuing in list order).
 ///
-/// How the actions map to the device: three streams (compute, d2h, h2d, the
-/// simulator's), one event per action recorded after it; a wait becomes an
+/// How the actions map to the device: four streams (compute, d2h, h2d and
+/// comm, the simulator's: an op that communicates runs on comm), one event
+/// per action recorded after it; a wait becomes an
 /// event wait on the action's stream.
 ///
 /// Device memory is a memory layout (DESIGN.md §6, plan_layout.hpp): every
@@ -407,7 +408,7 @@ class executor {
     throw_if_failed();
     const action& x = act(a);
     const action_buffers& ab = layout_.actions[static_cast<std::size_t>(a)];
-    auto& s = stream(stream_of(x.kind));
+    auto& s = stream(stream_of(*p_, x));
     issued_[static_cast<std::size_t>(a)] = 1;
     for (const index_t b : ab.allocates) place_device(a, b);
     for (const index_t g : gates_[static_cast<std::size_t>(a)]) {

@@ -46,7 +46,7 @@ struct buffer {
   index_t release = no_index;
   /// The last action per stream that reads or writes it: the ones that must
   /// end before it can go.
-  std::array<index_t, stream_count> holders{no_index, no_index, no_index};
+  std::array<index_t, stream_count> holders = no_stream_actions;
   index_t parts = 1;          ///< a micro-tensor: `part` of `parts`; else 1
   index_t part = no_index;    ///< a micro-tensor: which one; no_index: the whole tensor (or workspace)
   ///@{
@@ -226,7 +226,7 @@ class layout_recorder {
   [[nodiscard]] bytes_t bytes_of(index_t t) const { return p_->bytes[static_cast<std::size_t>(t)]; }
   /// The action being read holds b: the last holder per stream is what a release waits for.
   void hold(buffer& b) {
-    index_t& last = b.holders[static_cast<std::size_t>(stream_of(act().kind))];
+    index_t& last = b.holders[static_cast<std::size_t>(stream_of(*p_, act()))];
     last = std::max(last, a_);
   }
   index_t new_device(index_t t, bytes_t bytes, index_t maker, index_t parts, index_t part) {

@@ -158,11 +158,11 @@ class reuse_map {
   /// The gates of every action; \throws invalid_plan at the first buffer
   /// placed over one still live.
   std::vector<stream_gates> run() {
-    std::vector<stream_gates> gates(pl_->actions.size(), {no_index, no_index, no_index});
+    std::vector<stream_gates> gates(pl_->actions.size(), no_stream_actions);
     for (const index_t b : l_->initial) take(l_->load, b, nullptr);
     for (const index_t a : at_->order) {
       stream_gates& g = gates[static_cast<std::size_t>(a)];
-      const stream_kind own = stream_of(act(a).kind);
+      const stream_kind own = stream_of(*p_, act(a));
       for (const index_t w : pl_->waits_of(static_cast<std::size_t>(a))) gate(g, own, w);
       for (const index_t b : l_->actions[static_cast<std::size_t>(a)].allocates) take(a, b, &g);
     }
@@ -183,7 +183,7 @@ class reuse_map {
 
   /// Waits on action `w`'s event, unless `w` runs on the waiting stream.
   void gate(stream_gates& g, stream_kind own, index_t w) const {
-    const stream_kind s = stream_of(act(w).kind);
+    const stream_kind s = stream_of(*p_, act(w));
     if (s == own) return;
     index_t& latest = g[static_cast<std::size_t>(s)];
     if (latest == no_index || pos(w) > pos(latest)) latest = w;
@@ -214,7 +214,7 @@ class reuse_map {
       const range old = it->second;
       if (released_[static_cast<std::size_t>(old.buffer)] >= pos(maker)) conflict(maker, b, old.buffer);
       for (const index_t h : buf(old.buffer).holders) {
-        if (h != no_index && g != nullptr) gate(*g, stream_of(act(maker).kind), h);
+        if (h != no_index && g != nullptr) gate(*g, stream_of(*p_, act(maker)), h);
       }
       it = ranges_.erase(it);
       if (start < from) ranges_.emplace(start, range{from, old.buffer});

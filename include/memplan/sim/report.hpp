@@ -49,7 +49,7 @@ struct report {
   bytes_t offloaded_state_bytes = 0;  ///< the plan's offloaded state: in host memory between iterations
 
   double time_us = 0;           ///< iteration time: when the last action of any stream ends
-  double baseline_time_us = 0;  ///< `problem::baseline_time_us()`: the sum of op times
+  double baseline_time_us = 0;  ///< `problem::baseline_time_us()`: the time with no planning
   /// time_us / baseline_time_us - 1 (0 when the baseline is 0); NaN when not
   /// feasible: a plan that does not run has no overhead (JSON: null).
   double overhead = 0;

@@ -13,11 +13,17 @@
 ///    and waits do not guarantee to come after the action it needs (a
 ///    happens-before check with a vector clock per action): a timing that
 ///    happens to cover it is a race on a device.
-/// 2. `execute`, a discrete-event run of the three streams. A copy is freed
+/// 2. `execute`, a discrete-event run of the four streams. A copy is freed
 ///    when the last of its holders to end ends; that holder carries the free.
 ///    At each instant, frees due are applied first, then the lowest-indexed
 ///    action that can start does; this repeats until nothing can start, and
 ///    time advances to the next end.
+///
+/// Where collectives share the host link with swaps
+/// (`device_spec::collectives_share_host_link`), the link serves them in
+/// issue order: a communication action starts after the swaps issued before
+/// it have ended, a swap after the communication actions issued before it.
+/// This orders time only, never data (the plan's waits must).
 ///
 /// Memory waits are first come, first served in issue order: while an
 /// allocating action waits for memory, no later-issued action may allocate.
@@ -241,7 +247,7 @@ class simulator {
     c.creator = creator;
     c.tensor = t;
     c.pending = 0;
-    if (splits_in_place_) holders_[copy_count_] = {no_index, no_index, no_index};
+    if (splits_in_place_) holders_[copy_count_] = no_stream_actions;
     return static_cast<index_t>(copy_count_++);
   }
   void grow_copies() {
@@ -275,12 +281,14 @@ class simulator {
     unbounded_ = true;
     compute_busy_us_ = 0;
     clocks_.resize(n);
+    link_shared_ = dev.collectives_share_host_link;
+    if (link_shared_) link_after_.resize(n);
     resolver v{*this, p, pl, dev, r};
     const bool walked = walk_.run(p, pl, v);
     if (!v.unordered.empty()) return fail(std::move(v.unordered), r);  // at an action before any the walk rejects
     if (!walked) return fail(walk_.why(), r);
     info_[n].touch_begin = static_cast<index_t>(touch_count_);
-    unbounded_time_us_ = std::max({v.stream_end[0], v.stream_end[1], v.stream_end[2]});
+    unbounded_time_us_ = *std::ranges::max_element(v.stream_end);
     // The copies still on the device at the end die once their last holder
     // ends, unless the tensor persists across iterations (DESIGN.md §4).
     for (std::size_t t = 0; t < p.num_tensors(); ++t) {
@@ -303,8 +311,8 @@ class simulator {
     const plan& pl;
     const device_spec& dev;
     report& r;
-    double stream_end[stream_count] = {};
-    index_t last[stream_count] = {no_index, no_index, no_index};
+    std::array<double, stream_count> stream_end{};
+    std::array<index_t, stream_count> last = no_stream_actions;
     // The action being read.
     index_t a = 0;
     double start = 0;
@@ -316,6 +324,7 @@ class simulator {
     index_t splits = no_index;
     index_t split_creator = no_index;
     index_t touch_begin = 0;
+    stream_kind stream = stream_kind::compute;
     clock seen{};             ///< the clock of the action being read (happens-before, see `begin`)
     std::string unordered{};  ///< the first use not guaranteed to come after what it needs
 
@@ -336,25 +345,41 @@ class simulator {
       source = no_index;
       splits = no_index;
       const action& act = pl.actions[static_cast<std::size_t>(a)];
-      const stream_kind stream = stream_of(act.kind);
+      stream = stream_of(p, act);
       duration = op_time(act);
       start = stream_end[static_cast<std::size_t>(stream)];
       // Happens-before (plan.hpp: only stream order and waits order actions
       // on different streams): per stream, the latest action of that stream
       // guaranteed to have ended before a starts — what has ended once its
       // stream's previous action and its waits have.
-      clock c{no_index, no_index, no_index, static_cast<index_t>(stream)};
+      clock c{no_index, no_index, no_index, no_index, static_cast<index_t>(stream)};
       if (const index_t before = last[static_cast<std::size_t>(stream)]; before != no_index) join(c, before);
       for (const index_t w : pl.waits_of(static_cast<std::size_t>(a))) {
         start = std::max(start, s.end_[static_cast<std::size_t>(w)]);
         join(c, w);
       }
+      if (s.link_shared_) share_link();
       seen = c;
       // Once a ends, so has a itself on its stream. Constant indices keep c
       // in registers: a store to c[stream] would stall the wide copy below.
       for (std::size_t k = 0; k < stream_count; ++k) c[k] = k == static_cast<std::size_t>(stream) ? a : c[k];
       s.clocks_[static_cast<std::size_t>(a)] = c;
       end_us = start + duration;
+    }
+    /// The host link serves swaps and communication in issue order (the file
+    /// comment): the action being read starts after the latest ones of the
+    /// other kind. Time only: no happens-before.
+    void share_link() {
+      auto& after = s.link_after_[static_cast<std::size_t>(a)];
+      after = {no_index, no_index};
+      if (stream == stream_kind::comm) {
+        after = {last[static_cast<std::size_t>(stream_kind::d2h)], last[static_cast<std::size_t>(stream_kind::h2d)]};
+      } else if (stream != stream_kind::compute) {
+        after[0] = last[static_cast<std::size_t>(stream_kind::comm)];
+      }
+      for (const index_t w : after) {
+        if (w != no_index) start = std::max(start, s.end_[static_cast<std::size_t>(w)]);
+      }
     }
     /// The action being read holds copy c; `reads`: the copy's maker or
     /// latest writer so far (in issue order) must have ended first. A copy
@@ -451,7 +476,6 @@ class simulator {
     void end(index_t) {
       const action& act = pl.actions[static_cast<std::size_t>(a)];
       if (act.kind == action_kind::compute || act.kind == action_kind::recompute) count_op(act);
-      const stream_kind stream = stream_of(act.kind);
       const auto n = static_cast<index_t>(pl.actions.size());
       s.info_[static_cast<std::size_t>(a)] = {duration, alloc,  workspace_bytes, workspace_bytes, source,
                                               touch_begin, n, splits, stream};
@@ -500,7 +524,7 @@ class simulator {
 
   /// Pass 2, the common case: memory never binds. Then every action starts
   /// as soon as its stream and its waits allow — the times `resolve` found
-  /// in issue order — and a merge of the three streams' allocations and
+  /// in issue order — and a merge of the four streams' allocations and
   /// frees gives the memory level.
   /// \returns false, leaving the verdict to `execute`, if an allocation would
   ///          not fit (it would wait, changing the times) or an action would
@@ -692,7 +716,7 @@ class simulator {
       std::size_t idle = 0;
       for (std::size_t k = 0; k < stream_count; ++k) {
         if (busy_until[k] <= now && head[k] < n) {
-          std::size_t at = idle++;  // insertion into the sorted prefix: at most three entries
+          std::size_t at = idle++;  // insertion into the sorted prefix: at most four entries
           for (; at > 0 && heads[at - 1] > head[k]; --at) heads[at] = heads[at - 1];
           heads[at] = head[k];
         }
@@ -702,6 +726,9 @@ class simulator {
         const std::size_t h = heads[k];
         bool ready = true;
         for (const index_t w : pl.waits_of(h)) ready = ready && s.end_[static_cast<std::size_t>(w)] <= now;
+        if (s.link_shared_) {
+          for (const index_t w : s.link_after_[h]) ready = ready && (w == no_index || s.end_[static_cast<std::size_t>(w)] <= now);
+        }
         if (!ready) continue;
         const bytes_t alloc = s.info_[h].alloc;
         if (alloc > 0) {
@@ -777,7 +804,7 @@ class simulator {
       return true;
     }
     void finish() {
-      r.time_us = std::max({busy_until[0], busy_until[1], busy_until[2]});
+      r.time_us = *std::ranges::max_element(busy_until);
       r.stall_us = r.time_us - compute_busy;
     }
     /// Nothing in flight and nothing left to free. Waits name only earlier
@@ -833,6 +860,10 @@ class simulator {
   std::vector<clock> clocks_;
   std::vector<std::array<index_t, stream_count>> holders_;
   bool splits_in_place_ = false;
+  /// Where collectives share the host link (`share_link`): per action, the
+  /// actions of the other kind issued last before it, which end first.
+  std::vector<std::array<index_t, 2>> link_after_;
+  bool link_shared_ = false;
   plan_walk walk_;  ///< pass 1
   bytes_t initial_bytes_ = 0;
 };

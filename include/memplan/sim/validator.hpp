@@ -223,6 +223,9 @@ struct checker : reading {
   std::vector<int> stream = filled(n, 0);
   std::vector<index_t> previous = filled(n, no_index);
   std::vector<clock> seen = filled(n, clock{});
+  // Where collectives share the host link (device_spec), the actions of
+  // the other kind (swap or communication) that must end before each starts.
+  std::vector<std::vector<index_t>> link_before = filled(n, std::vector<index_t>{});
 
   // Device contents in issue order. Offloaded state has a host copy from
   // the start (host_copy stays no_index until a swap_out replaces it).
@@ -279,13 +282,14 @@ struct checker : reading {
 
   /// Streams and happens-before: the vector clock of each action.
   void order_streams() {
-    std::array<index_t, stream_count> last{no_index, no_index, no_index};
+    std::array<index_t, stream_count> last = no_stream_actions;
     for (index_t a = 0; a < n; ++a) {
-      at(stream, a) = static_cast<int>(stream_of(at(pl.actions, a).kind));
+      at(stream, a) = static_cast<int>(stream_of(p, at(pl.actions, a)));
+      if (dev.collectives_share_host_link) share_link(a, last);
       at(previous, a) = last[static_cast<std::size_t>(at(stream, a))];
       last[static_cast<std::size_t>(at(stream, a))] = a;
       auto& clock = at(seen, a);
-      clock = {no_index, no_index, no_index};
+      clock = no_stream_actions;
       std::vector<index_t> before(pl.waits_of(static_cast<std::size_t>(a)).begin(),
                                   pl.waits_of(static_cast<std::size_t>(a)).end());
       if (at(previous, a) != no_index) before.push_back(at(previous, a));
@@ -294,6 +298,17 @@ struct checker : reading {
         clock[static_cast<std::size_t>(at(stream, b))] = std::max(clock[static_cast<std::size_t>(at(stream, b))], b);
       }
     }
+  }
+  /// The host link serves swaps and communication in issue order: a swap
+  /// starts after the last communication issued before it, a communication
+  /// after the last swap of each direction. It orders time, not data.
+  void share_link(index_t a, const std::array<index_t, stream_count>& last) {
+    const auto on = [&](stream_kind k) { return last[static_cast<std::size_t>(k)]; };
+    const auto s = static_cast<stream_kind>(at(stream, a));
+    std::vector<index_t>& before = at(link_before, a);
+    if (s == stream_kind::comm) before = {on(stream_kind::d2h), on(stream_kind::h2d)};
+    if (s == stream_kind::d2h || s == stream_kind::h2d) before = {on(stream_kind::comm)};
+    std::erase(before, no_index);
   }
   /// `first` is guaranteed to have ended before `then` starts.
   [[nodiscard]] bool ordered(index_t first, index_t then) const {
@@ -705,15 +720,15 @@ struct checker : reading {
 
   // ---- Phase 3: time, and memory under the budget ----
   //
-  // An event loop over the three streams: at each instant, start the
+  // An event loop over the four streams: at each instant, start the
   // earliest-issued stream head that may start; when none may, move to the
   // next end or free. Memory in use is kept as a running sum: a buffer is
   // added when its maker starts and taken off when it goes — at the latest
   // end of its holders, known once every holder has started (a min-heap of
   // those times).
 
-  std::array<index_t, stream_count> head{no_index, no_index, no_index};  // each stream's first unstarted action
-  std::array<index_t, stream_count> tail{no_index, no_index, no_index};  // each stream's last action
+  std::array<index_t, stream_count> head = no_stream_actions;  // each stream's first unstarted action
+  std::array<index_t, stream_count> tail = no_stream_actions;  // each stream's last action
   std::vector<index_t> following = filled(n, no_index);  // the next action of the same stream
   std::vector<std::vector<index_t>> made_by = filled(n, std::vector<index_t>{});  // buffers each action allocates
   std::vector<std::vector<index_t>> held_by = filled(n, std::vector<index_t>{});  // buffers each action holds, repeats kept
@@ -836,6 +851,7 @@ struct checker : reading {
       if (before != no_index && !(at(end, before) <= now)) continue;
       bool ready = true;
       for (const index_t w : pl.waits_of(static_cast<std::size_t>(a))) ready = ready && at(end, w) <= now;
+      for (const index_t w : at(link_before, a)) ready = ready && at(end, w) <= now;
       if (!ready) continue;
       if (at(needs, a) > 0 && (c.waiting != no_index || used + at(needs, a) > budget)) {
         if (c.waiting == no_index) c.waiting = a;

@@ -206,7 +206,7 @@ class guided_emitter {
     index_t last_compute_stream = no_index;
     for (std::size_t a = 0; a < actions.size(); ++a) {
       last_on_compute[a] = last_compute_stream;
-      if (stream_of(actions[a].kind) == stream_kind::compute) last_compute_stream = static_cast<index_t>(a);
+      if (stream_of(*p_, actions[a]) == stream_kind::compute) last_compute_stream = static_cast<index_t>(a);
     }
     out_.back_ready.assign(pol_->evictions.size(), no_index);
     for (std::size_t i = 0; i < pol_->evictions.size(); ++i) {

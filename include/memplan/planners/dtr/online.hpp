@@ -215,10 +215,15 @@ class online_runtime {
     index_t workspace = no_index;
     const bytes_t ws = p_->workspace[static_cast<std::size_t>(s)];
     if (ws > 0 && !allocate(ws, workspace)) return false;
-    const std::vector<index_t> after = reuse_waits(stream_kind::compute);
+    const stream_kind stream = p_->communicates(s) ? stream_kind::comm : stream_kind::compute;
+    const std::vector<index_t> after = reuse_waits(stream);
     const index_t a = issue(kind == action_kind::compute ? b_.compute(s, 1, no_index, after)
                                                         : b_.recompute(s, 1, no_index, after));
-    if (workspace != no_index) alloc_.free(workspace, {a, no_index, no_index});
+    if (workspace != no_index) {
+      runtime::release_clock ended = runtime::no_release;
+      ended[static_cast<std::size_t>(stream)] = a;
+      alloc_.free(workspace, ended);
+    }
     state_.hold(p_->workspace[static_cast<std::size_t>(s)]);
     state_.advance(p_->time_us[static_cast<std::size_t>(s)]);
     state_.drop(p_->workspace[static_cast<std::size_t>(s)]);
@@ -335,20 +340,22 @@ class online_runtime {
   }
   /// Action a was issued: the latest of its stream.
   index_t issue(index_t a) {
-    last_[static_cast<std::size_t>(stream_of(b_.current().actions[static_cast<std::size_t>(a)].kind))] = a;
+    last_[static_cast<std::size_t>(stream_of(*p_, b_.current().actions[static_cast<std::size_t>(a)]))] = a;
     return a;
   }
   /// t's device copy, released by action `by`, goes back to the allocator,
-  /// its bytes held until the compute stream's latest action (its readers),
-  /// its maker and `by` have ended.
+  /// its bytes held until the latest actions of the compute and the
+  /// communication streams (its readers), its maker and `by` have ended.
   void give_back(index_t t, index_t by) {
     index_t& block = block_of_[at(t)];
     if (block == no_index) return;
     runtime::release_clock c = runtime::no_release;
-    c[static_cast<std::size_t>(stream_kind::compute)] = last_[static_cast<std::size_t>(stream_kind::compute)];
+    for (const stream_kind k : {stream_kind::compute, stream_kind::comm}) {
+      c[static_cast<std::size_t>(k)] = last_[static_cast<std::size_t>(k)];
+    }
     for (const index_t h : {maker_[at(t)], by}) {
       if (h == no_index) continue;
-      index_t& e = c[static_cast<std::size_t>(stream_of(b_.current().actions[static_cast<std::size_t>(h)].kind))];
+      index_t& e = c[static_cast<std::size_t>(stream_of(*p_, b_.current().actions[static_cast<std::size_t>(h)]))];
       e = std::max(e, h);
     }
     alloc_.free(block, c);
@@ -423,7 +430,7 @@ class online_runtime {
   std::vector<index_t> block_of_;  ///< per tensor: its block while on the device (no_index: none, or 0 bytes)
   std::vector<index_t> maker_;     ///< per tensor: the action that made its device copy (no_index: there at the start)
   std::vector<bytes_t> offsets_;   ///< per device allocation, in allocation order (plan_layout.hpp)
-  std::array<index_t, stream_count> last_{no_index, no_index, no_index};  ///< per stream, the action issued last
+  std::array<index_t, stream_count> last_ = no_stream_actions;  ///< per stream, the action issued last
   runtime::release_clock reused_ = runtime::no_release;  ///< the holders of the bytes the next action reuses
 };
 
