@@ -1,4 +1,4 @@
-"""python3 -m memplan_torch export|check ... (docs/pytorch.md)."""
+"""python3 -m memplan_torch export|check|dist-check ... (docs/pytorch.md, docs/pytorch-distributed.md)."""
 
 import argparse
 import json
@@ -6,6 +6,7 @@ import sys
 
 from . import models
 from .checking import check
+from .distributed import MODES, dist_check
 from .exporter import TIMES, export, write
 from .runtime import PlanError
 
@@ -31,6 +32,17 @@ def main(argv=None):
     c.add_argument("--budget", required=True, help="bytes, 24GiB, 800MiB or 50%% of the baseline peak")
     c.add_argument("--planner", required=True)
     c.add_argument("--json", action="store_true")
+    d = sub.add_parser("dist-check", help="run a plain and a planned distributed step (DDP or a 2-stage 1F1B "
+                                          "pipeline) on CPU ranks (gloo, loopback) and compare them")
+    _common(d)
+    d.add_argument("--mode", required=True, choices=MODES)
+    d.add_argument("--ranks", type=int, required=True, help="processes: data-parallel ranks, or 2 pipeline stages")
+    d.add_argument("--micro-batches", type=int, default=4, help="pipeline: micro-batches of --batch samples (4)")
+    d.add_argument("--cluster", default="a100-node", help="memplan cluster the rank graphs are priced on")
+    d.add_argument("--device", required=True)
+    d.add_argument("--budget", required=True, help="bytes, 24GiB, 800MiB or 50%% of each rank's baseline peak")
+    d.add_argument("--planner", required=True)
+    d.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     try:
         if args.command == "export":
@@ -40,16 +52,25 @@ def main(argv=None):
             write(doc, args.out)
             print(f"{args.out}: {len(doc['ops'])} ops, {len(doc['tensors'])} tensors")
             return 0
-        result = check(args.model, args.batch, device=args.device, budget=args.budget, planner=args.planner,
-                       seq_len=args.seq_len, resolution=args.resolution, times=args.times)
+        if args.command == "dist-check":
+            result = dist_check(args.mode, args.ranks, args.model, args.batch, device=args.device,
+                                budget=args.budget, planner=args.planner, cluster=args.cluster,
+                                seq_len=args.seq_len, resolution=args.resolution,
+                                micro_batches=args.micro_batches, times=args.times)
+        else:
+            result = check(args.model, args.batch, device=args.device, budget=args.budget, planner=args.planner,
+                           seq_len=args.seq_len, resolution=args.resolution, times=args.times)
     except (ValueError, ImportError, PlanError) as error:
         print(f"memplan_torch: {error}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(result, indent=2, sort_keys=True))
     else:
-        for key in sorted(result):
+        for key in sorted(k for k in result if k != "ranks"):
             print(f"{key:28} {result[key]}")
+        for rank in result.get("ranks", []):
+            print(f"rank {rank['rank']}: " + ", ".join(f"{k} {rank[k]}" for k in (
+                "feasible", "identical", "accounted_peak_bytes", "budget_bytes", "under_budget") if k in rank))
     return 0 if result["feasible"] and result["identical"] and result["under_budget"] else 1
 
 

@@ -7,7 +7,8 @@ and the runner holds the device copies. Before op i runs, the runner has
 carried out every action the plan issues before compute(i), in issue order:
 - swap_out(t): t's storage is copied to host memory (pinned, on its own CUDA
   stream where there is a GPU) and shrunk to nothing in place;
-- swap_in(t): the storage gets its bytes back from the host copy;
+- swap_in(t): the storage gets its bytes back from the host copy, when
+  the tensor is first needed after the swap-in is issued (see below);
 - free(t): the runner drops its reference (t is recomputed later or dead);
 - recompute(s): op s runs again on the tensors the plan brought back; an
   in-place op runs on a copy of its input (that copy is the new version),
@@ -15,8 +16,27 @@ carried out every action the plan issues before compute(i), in issue order:
   unary in-place ops folded into an output are replayed on it, so no side
   effect happens twice.
 A tensor's device copy is also dropped after the last action that reads it
-(plan.hpp: released automatically), as in the simulator. docs/pytorch.md
+(plan.hpp: released automatically), as in the simulator. A swap-in is a
+prefetch: the simulator starts it when the host-to-device stream and the
+memory let it, which may be many ops after it is issued, and the plan's
+peak counts it from then. The runner, which copies at once, therefore
+carries out a swap-in only when something needs the tensor: the next op
+or recompute that reads it, autograd unpacking it, or a PyTorch call on
+its storage. It never allocates earlier than the simulator does. docs/pytorch.md
 says why actions run when they do; accountant.py measures the bytes.
+
+Communication (docs/pytorch-distributed.md). An op of the graph without an
+`aten` field whose type is a collective or point-to-point one
+(COMMUNICATION: a rank graph's `all_reduce` of a gradient bucket, a
+pipeline stage's `send`) is done by torch.distributed, not by an ATen op of
+the step: the runner passes its compute action when the plan reaches it.
+An all-reduce's output (`bucketK.reduced`) has no storage of its own here:
+DDP reduces the bucket in its own buffer and copies the result back into
+the gradients it was filled from, so the plan's swaps of the bucket move
+those gradients' storages. The ATen-level calls torch.distributed makes
+itself (`c10d` ops, and ops on the communication buffers the caller
+registers: DDP's copies into and out of its buckets) are not ops of the
+graph: they run as they are, after the plan has brought back what they read.
 """
 
 import contextlib
@@ -28,6 +48,10 @@ from .trace import (OpEffect, is_scalar_result, storage_bytes, storage_key, tens
                     training_step, without_profiler_annotations, written_positions)
 from .accountant import Accountant
 from .exporter import persistent_tensors
+
+
+# Op types done by the communication library (graph/vocabulary.hpp's communication_types).
+COMMUNICATION = frozenset({"all_reduce", "all_gather", "reduce_scatter", "broadcast", "send", "recv"})
 
 
 class PlanError(ValueError):
@@ -57,18 +81,44 @@ class PlannedStep:
     optimizer step) of `model` that follows `plan`, a memplan-plan document
     made for `graph`, the memplan-graph document `export` wrote for this
     model, optimizer, loss and batch shape. Returns the loss; `report` then
-    holds what the accountant measured."""
+    holds what the accountant measured.
 
-    def __init__(self, model, optimizer, loss_fn, graph, plan):
+    run: what runs the iteration, `run(model, inputs, target, loss_fn,
+    optimizer)` (trace.training_step by default; distributed.py runs a DDP
+    wrapper of `model`, or a pipeline stage's 1F1B schedule, with it).
+    communication_buffers: storage keys (trace.storage_key) of the
+    communication library's own buffers, such as DDP's gradient buckets; a
+    container the caller may fill later (the runner reads it as ops run)."""
+
+    def __init__(self, model, optimizer, loss_fn, graph, plan, run=training_step, communication_buffers=()):
         self.model, self.optimizer, self.loss_fn = model, optimizer, loss_fn
+        self.run, self.communication_buffers = run, communication_buffers
         self.graph, self.plan = graph, plan
         self.tensors = graph["tensors"]
         self.ops = {op["id"]: op for op in graph["ops"]}
         self.order = graph.get("schedule") or [op["id"] for op in graph["ops"]]
         self._check_plan()
         self.actions = plan["actions"]
+        self._index_communication()
         self._index_reads()
         self.report = None
+
+    def framework(self, op_id):
+        """Whether op `op_id` is done by the communication library (the module comment)."""
+        op = self.ops[op_id]
+        return "aten" not in op and op["type"] in COMMUNICATION
+
+    def _index_communication(self):
+        # An all-reduce's output lives in its inputs' storages (the module comment).
+        self.stand_ins = {}
+        for op in self.ops.values():
+            if not self.framework(op["id"]):
+                continue
+            for tid in op["outputs"]:
+                if op["type"] != "all_reduce":
+                    raise PlanError(f"graph: '{self.tensors[tid]['name']}' is made by {op['type']} "
+                                    f"'{op['name']}', which the runner cannot hold")
+                self.stand_ins[tid] = list(dict.fromkeys(op["inputs"]))
 
     def _check_plan(self):
         if self.plan.get("format") != "memplan-plan":
@@ -85,6 +135,10 @@ class PlannedStep:
                 op = self.ops[a["op"]]
                 for t in op["inputs"] + op["outputs"]:
                     last[t] = i
+        # The gradients a reduced bucket stands in are read where it is.
+        for bucket, grads in self.stand_ins.items():
+            for t in grads:
+                last[t] = max(last.get(t, -1), last.get(bucket, -1))
         for t, i in last.items():
             self.release_after.setdefault(i, []).append(t)
         self.last_read = last
@@ -95,7 +149,7 @@ class PlannedStep:
         with without_profiler_annotations(), \
                 torch.autograd.graph.saved_tensors_hooks(runner.pack, runner.unpack), runner:
             runner.advance()
-            loss = training_step(self.model, inputs, target, self.loss_fn, self.optimizer)
+            loss = self.run(self.model, inputs, target, self.loss_fn, self.optimizer)
         runner.finish()
         self.report = runner.report()
         runner.restore_offloaded()
@@ -122,6 +176,8 @@ class _Runner(TorchDispatchMode):
         self.computed = set()  # ops run (a split op's later micro-ops are then no-ops)
         self.micro_released = {}  # tensor id -> {part: action} of its micro-tensors released so far
         self.micro_actions = 0
+        self.framework_ops = self.framework_calls = self.framework_restored_bytes = 0
+        self.pending = {}     # tensor id -> its swap-in, issued and not carried out yet (the module comment)
         self.shrinking = []   # (id, tensor) swapped out, to shrink when the next autograd node begins
         self.device = next(iter(step.model.parameters())).device
         self.stream = torch.cuda.Stream() if self.device.type == "cuda" else None
@@ -144,8 +200,10 @@ class _Runner(TorchDispatchMode):
         kwargs = kwargs or {}
         if self.internal:
             return tensor_result(func(*args, **kwargs))
+        if self._communication_call(func, args, kwargs):
+            return self._communicate(func, args, kwargs)
         refs, folded = None, set()
-        if self.next < len(self.s.order) and self.s.ops[self.s.order[self.next]].get("aten") == func.overloadpacket.__name__:
+        if self._upcoming().get("aten") == func.overloadpacket.__name__:
             self.advance()  # the actions issued before this op's compute
             upcoming = self.s.ops[self.s.order[self.next]]
             folded = set(upcoming.get("in_place", []))
@@ -160,6 +218,8 @@ class _Runner(TorchDispatchMode):
         self.acc.watch(tensors_in((args, kwargs, out)))
         if not effect.is_op:
             return out
+        if self.next < len(self.s.order) and self.s.framework(self.s.order[self.next]):
+            self.advance()  # not the op that comes next: the check below names it
         if self.next >= len(self.s.order):
             raise PlanError(f"the step ran more ops than the graph has ({len(self.s.order)}): '{effect.name}'")
         op = self.s.ops[self.s.order[self.next]]
@@ -185,12 +245,52 @@ class _Runner(TorchDispatchMode):
         self.ap += 1
         return out
 
+    def _upcoming(self):
+        """The next op of the schedule that runs as an ATen op (communication ops are passed)."""
+        j = self.next
+        while j < len(self.s.order) and self.s.framework(self.s.order[j]):
+            j += 1
+        return self.s.ops[self.s.order[j]] if j < len(self.s.order) else {}
+
+    def _communication_call(self, func, args, kwargs):
+        """torch.distributed's own ATen-level calls: its `c10d` ops, and ops
+        on the communication buffers the caller registered."""
+        if func.namespace == "c10d":
+            return True
+        buffers = self.s.communication_buffers
+        return bool(buffers) and any(storage_bytes(t) and storage_key(t) in buffers
+                                     for t in tensors_in((args, kwargs)))
+
+    def _communicate(self, func, args, kwargs):
+        """Runs a call of the communication library. What it reads or writes
+        must be on the device: the plan's actions before the next op run
+        first (a send after its tensor's swap-in); a gradient the plan moved
+        out with its reduced bucket gets its bytes back when DDP copies the
+        reduced values into it (framework_restored_bytes)."""
+        self._bring_back(args, kwargs)
+        for t in tensors_in((args, kwargs)):
+            if t.numel() and t.storage().nbytes() == 0:
+                cdata = t.storage()._cdata
+                tid = next((tid for tid in self.off if tid in self.resident and tid in self.host and
+                            self.resident[tid]._cdata == cdata), None)
+                if tid is None:
+                    raise PlanError(f"{func} reads a storage of the graph that the plan has released")
+                self._swap_in({"kind": "swap_in", "tensor": tid})
+                self.framework_restored_bytes += t.storage().nbytes()
+        self.framework_calls += 1
+        out = func(*args, **kwargs)
+        self._account()
+        return out
+
     def _bring_back(self, args, kwargs):
         """PyTorch takes views of a tensor (the `.t()` of a weight) before the
         op that reads it: a shrunk storage among the arguments makes the
         actions before the next compute run now."""
         if any(t.storage().nbytes() == 0 and t.numel() for t in tensors_in((args, kwargs))):
             self.advance()
+            for t in tensors_in((args, kwargs)):
+                if t.storage().nbytes() == 0 and t.numel():
+                    self._materialize([self._pending_storage(t.storage())])
 
     def _preserve_overwritten(self, func, args, folded):
         """An in-place op makes a new version of a storage (trace.py). Where
@@ -249,11 +349,24 @@ class _Runner(TorchDispatchMode):
         an op's outputs after it (a `.t()` in a backward formula), and those
         must find the storage whole."""
         actions = self.s.actions
-        while self.ap < len(actions) and (actions[self.ap]["kind"] != "compute" or
-                                          actions[self.ap]["op"] in self.computed):
+        while self.ap < len(actions):
             a = actions[self.ap]
-            if self.ap not in self.done and a["kind"] != "compute":
-                getattr(self, "_" + a["kind"])(a) if a.get("parts", 1) == 1 else self._micro(a)
+            if a["kind"] == "compute" and a["op"] not in self.computed:
+                self._materialize(self.s.ops[a["op"]]["inputs"])
+                if not (self.next < len(self.s.order) and self.s.order[self.next] == a["op"] and
+                        self.s.framework(a["op"])):
+                    break
+                # torch.distributed does it (DDP's all-reduce runs from autograd's hooks)
+                self.computed.add(a["op"])
+                self.next += 1
+                self.framework_ops += 1
+            elif self.ap not in self.done and a["kind"] != "compute":
+                if a["kind"] == "swap_in" and a.get("parts", 1) == 1:
+                    self.pending[a["tensor"]] = a  # carried out when the tensor is needed
+                elif a["kind"] in ("swap_out", "free") and a.get("tensor") in self.pending:
+                    del self.pending[a["tensor"]]  # never needed back on the device: its host copy stands
+                else:
+                    getattr(self, "_" + a["kind"])(a) if a.get("parts", 1) == 1 else self._micro(a)
             self._passed(self.ap)
             self.ap += 1
         self._account()
@@ -270,7 +383,7 @@ class _Runner(TorchDispatchMode):
             self._recompute(a)
         elif a["kind"] == "swap_in":
             if tid in self.off:
-                self._swap_in(a)
+                self.pending.setdefault(tid, {"kind": "swap_in", "tensor": tid})
         else:
             parts = self.micro_released.setdefault(tid, {})
             parts[a["part"]] = a["kind"]
@@ -284,6 +397,9 @@ class _Runner(TorchDispatchMode):
         """A backward node unpacks all its saved tensors before its first op;
         where the plan brings one back only before a later op of that node,
         its swap-in or recompute runs now (counted in the report as early)."""
+        if tid in self.pending:  # issued already: not early
+            self._swap_in(self.pending[tid])
+            return
         for i in range(self.ap, len(self.s.actions)):
             a = self.s.actions[i]
             brings = a["tensor"] == tid if a["kind"] == "swap_in" else \
@@ -298,7 +414,22 @@ class _Runner(TorchDispatchMode):
         for tid in self.s.release_after.get(i, ()):
             if tid not in self.state:
                 self.resident.pop(tid, None)
+                self.pending.pop(tid, None)
         self._account()
+
+    def _materialize(self, tids):
+        """Carries out the pending swap-ins of these tensors (the module comment)."""
+        for tid in tids:
+            if tid in self.pending:
+                self._swap_in(self.pending[tid])
+
+    def _pending_storage(self, storage):
+        """The tensor with a pending swap-in whose storage `storage` is, or None."""
+        for tid in self.pending:
+            held = self._storage(tid)
+            if held is not None and held._cdata == storage._cdata:
+                return tid
+        return None
 
     def _storage(self, tid):
         if tid in self.resident:
@@ -318,10 +449,31 @@ class _Runner(TorchDispatchMode):
         with self._untraced():
             return torch.empty(0, dtype=storage.dtype, device=storage.device).set_(storage)
 
+    def _stood_in(self, a):
+        """An action on a reduced bucket, carried out on the gradients it
+        stands in (the module comment); True if `a` was one."""
+        tid = a["tensor"]
+        if tid not in self.s.stand_ins:
+            return False
+        if a["kind"] == "swap_out":
+            self.off.add(tid)
+        elif a["kind"] == "swap_in":
+            self.off.discard(tid)
+        for grad in self.s.stand_ins[tid]:
+            if a["kind"] == "free":
+                self.resident.pop(grad, None)  # PyTorch's .grad keeps them: the accountant counts them
+            elif a["kind"] == "swap_in" and grad in self.off:
+                self._swap_in({"kind": "swap_in", "tensor": grad})
+            elif a["kind"] == "swap_out" and grad in self.resident and grad not in self.off:
+                self._swap_out({"kind": "swap_out", "tensor": grad})
+        return True
+
     def _swap_out(self, a, counted=True):
         """Copies the storage to the host and shrinks it to nothing in place:
         every tensor on it (autograd's, the model's) stays valid and gets its
         bytes back at the swap-in."""
+        if self._stood_in(a):
+            return
         tid, storage = self._on_device(a)
         whole = self._whole(storage)
         with self._untraced():
@@ -356,6 +508,9 @@ class _Runner(TorchDispatchMode):
         self.shrinking = []
 
     def _swap_in(self, a):
+        self.pending.pop(a["tensor"], None)
+        if self._stood_in(a):
+            return
         tid = a["tensor"]
         if tid not in self.host:
             raise PlanError(f"plan: swap_in of '{self.s.tensors[tid]['name']}' without a host copy")
@@ -381,6 +536,8 @@ class _Runner(TorchDispatchMode):
         self.acc.unpark(tid, storage, whole)
 
     def _free(self, a):
+        if self._stood_in(a):
+            return
         if a["tensor"] in self.off or (a["tensor"] not in self.resident and a["tensor"] not in self.state):
             return  # released already (swapped out, or its last reader has ended: plan.hpp)
         tid, storage = self._on_device(a)
@@ -409,6 +566,7 @@ class _Runner(TorchDispatchMode):
 
     def _recompute(self, a):
         op = self.s.ops[a["op"]]
+        self._materialize(op["inputs"])
         if op["id"] not in self.recipes:
             raise PlanError(f"plan: recompute of '{op['name']}', which is not recomputable")
         need = [tid for tid in op["outputs"] if tid not in self.resident or tid in self.off]
@@ -506,6 +664,7 @@ class _Runner(TorchDispatchMode):
             self.advance()
         if self.next != len(self.s.order) or self.ap != len(self.s.actions):
             raise PlanError(f"the step ran {self.next} of the graph's {len(self.s.order)} ops")
+        self._materialize(list(self.pending))  # the step's results are whole when it returns
 
     def restore_offloaded(self):
         """Between steps the model keeps its parameters whole: offloaded
@@ -519,6 +678,9 @@ class _Runner(TorchDispatchMode):
                "recomputed_ops": self.recomputed,
                "early_actions": self.early, "spilled_bytes": self.spilled_bytes,
                "micro_actions": self.micro_actions}
+        if self.framework_ops or self.framework_calls:
+            out.update(communication_ops=self.framework_ops, communication_calls=self.framework_calls,
+                       communication_restored_bytes=self.framework_restored_bytes)
         if torch.cuda.is_available():
             out["cuda_max_memory_allocated_bytes"] = torch.cuda.max_memory_allocated()
         return out
