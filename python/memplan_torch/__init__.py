@@ -7,12 +7,14 @@ it with memplan, and run a training step that follows the plan.
     step = memplan_torch.apply(model, optimizer, F.cross_entropy, graph, plan)
     loss = step(images, labels)          # step.report: the accountant's bytes
 
-docs/pytorch.md walks through it.
+docs/pytorch.md walks through it; docs/pytorch-distributed.md runs plans on
+the ranks of torch.distributed (DDP, a 2-stage 1F1B pipeline): dist_check.
 """
 
 from .exporter import export, write
 from .runtime import PlanError, PlannedStep
 from .checking import check, plan
+from .distributed import dist_check
 
 
 def apply(model, optimizer, loss_fn, graph, plan):
@@ -21,4 +23,4 @@ def apply(model, optimizer, loss_fn, graph, plan):
     return PlannedStep(model, optimizer, loss_fn, graph, plan)
 
 
-__all__ = ["export", "write", "apply", "plan", "check", "PlannedStep", "PlanError"]
+__all__ = ["export", "write", "apply", "plan", "check", "dist_check", "PlannedStep", "PlanError"]

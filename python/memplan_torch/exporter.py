@@ -197,6 +197,13 @@ def export(model, example_inputs, target, loss_fn, optimizer, *, device=None, ti
     with without_profiler_annotations(), torch.autograd.graph.saved_tensors_hooks(recorder.pack, recorder.unpack), \
             recorder:
         training_step(model, inputs, target, loss_fn, optimizer, on_phase=lambda p: setattr(recorder, "phase", p))
+    source = {"cpu": "CPU wall time", "cuda": "CUDA events", "estimate": f"memplan's roofline for {device}"}[times]
+    return document(recorder, model, name, f"memplan_torch, torch {torch.__version__}, op times: {source}")
+
+
+def document(recorder, model, name, exporter):
+    """The memplan-graph document of what `recorder` saw of one step of
+    `model`, its parameters' gradients named after them."""
     grads = []
     for pname, p in model.named_parameters():
         if p.grad is not None and storage_key(p.grad) in recorder.current:
@@ -209,9 +216,7 @@ def export(model, example_inputs, target, loss_fn, optimizer, *, device=None, ti
     batch = [t["id"] for t in recorder.tensors if t["kind"] == "input"]
     recorder.ops.append({"id": len(recorder.ops), "name": "update.step_end", "type": "step_end",
                          "phase": "update", "time_us": 0, "inputs": batch + grads, "outputs": []})
-    source = {"cpu": "CPU wall time", "cuda": "CUDA events", "estimate": f"memplan's roofline for {device}"}[times]
-    return {"format": "memplan-graph", "version": 1, "name": name,
-            "exporter": f"memplan_torch, torch {torch.__version__}, op times: {source}",
+    return {"format": "memplan-graph", "version": 1, "name": name, "exporter": exporter,
             "tensors": recorder.tensors, "ops": recorder.ops, "schedule": [op["id"] for op in recorder.ops]}
 
 

@@ -17,13 +17,15 @@ carried out every action the plan issues before compute(i), in issue order:
   effect happens twice.
 A tensor's device copy is also dropped after the last action that reads it
 (plan.hpp: released automatically), as in the simulator. A swap-in is a
-prefetch: the simulator starts it when the host-to-device stream and the
+prefetch: the simulator starts it when its stream, its waits and the
 memory let it, which may be many ops after it is issued, and the plan's
-peak counts it from then. The runner, which copies at once, therefore
-carries out a swap-in only when something needs the tensor: the next op
-or recompute that reads it, autograd unpacking it, or a PyTorch call on
-its storage. It never allocates earlier than the simulator does. docs/pytorch.md
-says why actions run when they do; accountant.py measures the bytes.
+peak counts its bytes from then. The runner, which copies at once,
+therefore carries out an issued swap-in only when something needs the
+tensor: the next op or recompute that reads it, autograd unpacking it, a
+PyTorch call on its storage, or the end of the step; so it holds the bytes
+no earlier than the simulator does, but where autograd unpacks a saved
+tensor ahead of the op that reads it. docs/pytorch.md says why actions run
+when they do; accountant.py measures the bytes.
 
 Communication (docs/pytorch-distributed.md). An op of the graph without an
 `aten` field whose type is a collective or point-to-point one
@@ -176,7 +178,7 @@ class _Runner(TorchDispatchMode):
         self.computed = set()  # ops run (a split op's later micro-ops are then no-ops)
         self.micro_released = {}  # tensor id -> {part: action} of its micro-tensors released so far
         self.micro_actions = 0
-        self.framework_ops = self.framework_calls = self.framework_restored_bytes = 0
+        self.communication_ops = self.communication_calls = self.communication_restored_bytes = 0
         self.pending = {}     # tensor id -> its swap-in, issued and not carried out yet (the module comment)
         self.shrinking = []   # (id, tensor) swapped out, to shrink when the next autograd node begins
         self.device = next(iter(step.model.parameters())).device
@@ -266,7 +268,7 @@ class _Runner(TorchDispatchMode):
         must be on the device: the plan's actions before the next op run
         first (a send after its tensor's swap-in); a gradient the plan moved
         out with its reduced bucket gets its bytes back when DDP copies the
-        reduced values into it (framework_restored_bytes)."""
+        reduced values into it (communication_restored_bytes)."""
         self._bring_back(args, kwargs)
         for t in tensors_in((args, kwargs)):
             if t.numel() and t.storage().nbytes() == 0:
@@ -276,8 +278,8 @@ class _Runner(TorchDispatchMode):
                 if tid is None:
                     raise PlanError(f"{func} reads a storage of the graph that the plan has released")
                 self._swap_in({"kind": "swap_in", "tensor": tid})
-                self.framework_restored_bytes += t.storage().nbytes()
-        self.framework_calls += 1
+                self.communication_restored_bytes += t.storage().nbytes()
+        self.communication_calls += 1
         out = func(*args, **kwargs)
         self._account()
         return out
@@ -359,7 +361,7 @@ class _Runner(TorchDispatchMode):
                 # torch.distributed does it (DDP's all-reduce runs from autograd's hooks)
                 self.computed.add(a["op"])
                 self.next += 1
-                self.framework_ops += 1
+                self.communication_ops += 1
             elif self.ap not in self.done and a["kind"] != "compute":
                 if a["kind"] == "swap_in" and a.get("parts", 1) == 1:
                     self.pending[a["tensor"]] = a  # carried out when the tensor is needed
@@ -382,7 +384,7 @@ class _Runner(TorchDispatchMode):
         if a["kind"] == "recompute":
             self._recompute(a)
         elif a["kind"] == "swap_in":
-            if tid in self.off:
+            if tid in self.off or tid not in self.resident:  # swapped out, or freed since
                 self.pending.setdefault(tid, {"kind": "swap_in", "tensor": tid})
         else:
             parts = self.micro_released.setdefault(tid, {})
@@ -678,9 +680,9 @@ class _Runner(TorchDispatchMode):
                "recomputed_ops": self.recomputed,
                "early_actions": self.early, "spilled_bytes": self.spilled_bytes,
                "micro_actions": self.micro_actions}
-        if self.framework_ops or self.framework_calls:
-            out.update(communication_ops=self.framework_ops, communication_calls=self.framework_calls,
-                       communication_restored_bytes=self.framework_restored_bytes)
+        if self.communication_ops or self.communication_calls:
+            out.update(communication_ops=self.communication_ops, communication_calls=self.communication_calls,
+                       communication_restored_bytes=self.communication_restored_bytes)
         if torch.cuda.is_available():
             out["cuda_max_memory_allocated_bytes"] = torch.cuda.max_memory_allocated()
         return out

@@ -2,7 +2,7 @@
 module per paper, and ci.py, executor.py, layout.py, oracles.py,
 pytorch.py, speed.py and trainers.py for memplan's own tables; importing
 the package registers every table in TABLES."""
-from . import baselines, capuchin, ci, dtr, executor, home, layout, oracles, pytorch, readme, speed, trainers, tsplit
+from . import baselines, capuchin, ci, distributed, dtr, executor, home, layout, oracles, pytorch, readme, speed, trainers, tsplit
 from .registry import TABLES
 
-__all__ = ["TABLES", "baselines", "capuchin", "ci", "dtr", "executor", "home", "layout", "oracles", "pytorch", "readme", "speed", "trainers", "tsplit"]
+__all__ = ["TABLES", "baselines", "capuchin", "ci", "distributed", "dtr", "executor", "home", "layout", "oracles", "pytorch", "readme", "speed", "trainers", "tsplit"]

@@ -60,12 +60,7 @@ inline const std::array<cluster_spec, 2>& cluster_table() {
 /// The cluster named `name` ("a100-node", "dgx-h100").
 /// \throws invalid_argument naming it and listing the known ones.
 [[nodiscard]] inline const cluster_spec& find_cluster(std::string_view name) {
-  for (const auto& c : clusters()) {
-    if (c.name == name) return c;
-  }
-  std::string known;
-  for (const auto& c : clusters()) known += (known.empty() ? "" : ", ") + c.name;
-  throw invalid_argument(detail::concat("unknown cluster '", name, "'; known clusters: ", known));
+  return detail::find_named(clusters(), name, "cluster");
 }
 
 /// A group of `ranks` GPUs of cluster `c`, packed onto as few nodes as they fit.

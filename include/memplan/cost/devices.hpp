@@ -64,6 +64,18 @@ inline const std::array<device_spec, 8>& device_table() {
   return table;
 }
 
+/// The entry of `table` named `name`.
+/// \throws invalid_argument naming it (`what`: "device", ...) and listing the known ones.
+template <class Table>
+[[nodiscard]] const auto& find_named(const Table& table, std::string_view name, std::string_view what) {
+  for (const auto& e : table) {
+    if (e.name == name) return e;
+  }
+  std::string known;
+  for (const auto& e : table) known += (known.empty() ? "" : ", ") + e.name;
+  throw invalid_argument(concat("unknown ", what, " '", name, "'; known ", what, "s: ", known));
+}
+
 }  // namespace detail
 
 /// Every named device spec, in a fixed order.
@@ -72,12 +84,7 @@ inline const std::array<device_spec, 8>& device_table() {
 /// The spec named `name` (`titan-rtx`, `p100`, ...).
 /// \throws invalid_argument naming the device and listing the known ones.
 [[nodiscard]] inline const device_spec& find_device(std::string_view name) {
-  for (const auto& d : devices()) {
-    if (d.name == name) return d;
-  }
-  std::string known;
-  for (const auto& d : devices()) known += (known.empty() ? "" : ", ") + d.name;
-  throw invalid_argument(detail::concat("unknown device '", name, "'; known devices: ", known));
+  return detail::find_named(devices(), name, "device");
 }
 
 }  // namespace memplan

@@ -83,6 +83,14 @@ namespace detail {
           .released_after = no_index};
 }
 
+/// An op that communicates (`communication_types`), taking `time_us`.
+[[nodiscard]] inline op_info communication_op(std::string name, std::string type, phase ph, double time_us,
+                                              std::vector<index_t> in, std::vector<index_t> out, bool recomputable) {
+  return {.id = auto_id, .name = std::move(name), .type = std::move(type), .phase = ph, .time_us = time_us,
+          .workspace_bytes = 0, .inputs = std::move(in), .outputs = std::move(out), .recomputable = recomputable,
+          .split_dims = {}};
+}
+
 /// ceil(bytes / n): one rank's shard.
 [[nodiscard]] constexpr bytes_t shard_bytes(bytes_t bytes, int n) noexcept { return (bytes + n - 1) / n; }
 
@@ -287,16 +295,8 @@ class data_parallel_builder {
 
   void add_comm(std::string name, std::string type, phase ph, collective c, bytes_t bytes, std::vector<index_t> in,
                 std::vector<index_t> out, bool recomputable) {
-    out_.add_op({.id = auto_id,
-                 .name = std::move(name),
-                 .type = std::move(type),
-                 .phase = ph,
-                 .time_us = collective_us(o_->group, c, bytes),
-                 .workspace_bytes = 0,
-                 .inputs = std::move(in),
-                 .outputs = std::move(out),
-                 .recomputable = recomputable,
-                 .split_dims = {}});
+    out_.add_op(communication_op(std::move(name), std::move(type), ph, collective_us(o_->group, c, bytes),
+                                 std::move(in), std::move(out), recomputable));
   }
 
   const graph* g_;

@@ -290,16 +290,9 @@ class pipeline_builder {
 
   void add_transfer(std::string name, std::string type, phase ph, index_t t, std::vector<index_t> in,
                     std::vector<index_t> out) {
-    out_.add_op({.id = auto_id,
-                 .name = std::move(name),
-                 .type = std::move(type),
-                 .phase = ph,
-                 .time_us = collective_us(link(), collective::send_recv, g_->tensor(t).bytes),
-                 .workspace_bytes = 0,
-                 .inputs = std::move(in),
-                 .outputs = std::move(out),
-                 .recomputable = false,
-                 .split_dims = {}});
+    out_.add_op(communication_op(std::move(name), std::move(type), ph,
+                                 collective_us(link(), collective::send_recv, g_->tensor(t).bytes), std::move(in),
+                                 std::move(out), false));
   }
 
   const graph* g_;
