@@ -32,11 +32,11 @@ def main(argv=None):
     c.add_argument("--budget", required=True, help="bytes, 24GiB, 800MiB or 50%% of the baseline peak")
     c.add_argument("--planner", required=True)
     c.add_argument("--json", action="store_true")
-    d = sub.add_parser("dist-check", help="run a plain and a planned distributed step (DDP or a 2-stage 1F1B "
+    d = sub.add_parser("dist-check", help="run a plain and a planned distributed step (DDP, ZeRO-2 or a 2-stage 1F1B "
                                           "pipeline) on CPU ranks (gloo, loopback) and compare them")
     _common(d)
     d.add_argument("--mode", required=True, choices=MODES)
-    d.add_argument("--ranks", type=int, required=True, help="processes: data-parallel ranks, or 2 pipeline stages")
+    d.add_argument("--ranks", type=int, required=True, help="processes: data-parallel (DDP, ZeRO-2) ranks, or 2 pipeline stages")
     d.add_argument("--micro-batches", type=int, default=4, help="pipeline: micro-batches of --batch samples (4)")
     d.add_argument("--cluster", default="a100-node", help="memplan cluster the rank graphs are priced on")
     d.add_argument("--device", required=True)

@@ -8,6 +8,14 @@ distributed step (docs/pytorch-distributed.md).
   turned into the rank's iteration by memplan (`memplan.data_parallel_rank`:
   an `all_reduce` per gradient bucket on the communication stream, the
   updates reading the reduced buckets); the plan is made for that graph.
+- `zero2`: ZeRO stage 2 over N ranks: every rank runs the whole model on
+  its shard of the batch (no DDP wrapper); each gradient bucket, when its
+  last gradient exists, is reduce-scattered so that the rank keeps only its
+  1/N shard of every gradient (`bucketK.shard`), the optimizer (SGD with
+  momentum, its state 1/N of every parameter) updates the rank's 1/N of
+  every parameter from that shard, and the updated parameters are
+  all-gathered (`ShardedSGD`). The rank graph is
+  `memplan.data_parallel_rank(graph, mode="zero2", ...)`.
 - `pipeline`: 2 ranks each hold one stage of the model and run a 1F1B
   schedule over M micro-batches, sending activations forward and boundary
   gradients back. A rank's graph is its stage's whole iteration (every
@@ -34,10 +42,10 @@ import torch.distributed as dist
 from . import models
 from ._native import native
 from .exporter import Recorder, _op_timer, document, export, persistent_tensors
-from .runtime import PlanError, PlannedStep
+from .runtime import PlanError, PlannedStep, communicating
 from .trace import aten_name, storage_bytes, storage_key, tensors_in, training_step, without_profiler_annotations
 
-MODES = ("ddp", "pipeline")
+MODES = ("ddp", "zero2", "pipeline")
 STAGES = 2  # pipeline stages (and ranks) the pipeline mode runs
 
 # NCCL point-to-point within a node of these clusters (cost/cluster.hpp:
@@ -56,7 +64,7 @@ def dist_check(mode, ranks, model_name, batch, *, device, budget, planner, clust
         raise ValueError(f"mode: '{mode}' is none of {', '.join(MODES)}")
     if mode == "pipeline" and ranks != STAGES:
         raise ValueError(f"ranks: the pipeline has {STAGES} stages, one per rank; got --ranks {ranks}")
-    if mode == "ddp" and not 1 <= ranks <= 16:
+    if mode in ("ddp", "zero2") and not 1 <= ranks <= 16:
         raise ValueError(f"ranks: {ranks} is not between 1 and 16")
     if batch < 1 or micro_batches < 1:
         raise ValueError("batch and micro-batches must be positive")
@@ -126,7 +134,7 @@ def _rank_main(rank, config):
     dist.init_process_group("gloo", rank=rank, world_size=config["ranks"],
                             timeout=datetime.timedelta(seconds=config["timeout_s"]))
     try:
-        result = (_ddp_rank if config["mode"] == "ddp" else _pipeline_rank)(rank, config)
+        result = {"ddp": _ddp_rank, "zero2": _zero2_rank, "pipeline": _pipeline_rank}[config["mode"]](rank, config)
         (folder / f"rank{rank}.json").write_text(json.dumps(result))
     except Exception as error:
         (folder / f"rank{rank}.error.json").write_text(json.dumps(
@@ -259,14 +267,21 @@ def runnable(rank_graph, exported):
     return doc
 
 
-def _ddp_rank(rank, config):
-    memplan = native("planning")
-    clock = _Clock()
+def _rank_graph(rank, config, mode):
+    """Rank `rank`'s shard of the model, its exported single-GPU graph and the
+    rank's graph for `mode` (memplan.data_parallel_rank)."""
     model, inputs, target, loss_fn = _shard(config, rank)
     twin = copy.deepcopy(model)
     graph = export(twin, inputs, target, loss_fn, models.sgd(twin), device=config["device"], times=config["times"],
                    name=f"{config['model']}-b{config['batch']}")
-    rank_graph = memplan.data_parallel_rank(graph, mode="ddp", ranks=config["ranks"], cluster=config["cluster"])
+    rank_graph = native("planning").data_parallel_rank(graph, mode=mode, ranks=config["ranks"],
+                                                       cluster=config["cluster"])
+    return model, inputs, target, loss_fn, graph, rank_graph
+
+
+def _ddp_rank(rank, config):
+    clock = _Clock()
+    model, inputs, target, loss_fn, graph, rank_graph = _rank_graph(rank, config, "ddp")
     result = {"rank": rank, "graph": rank_graph.name, "graph_ops": rank_graph.num_ops,
               "collectives": sum(op["type"] == "all_reduce" for op in rank_graph.to_json()["ops"])}
     plan = _timed_plan(rank, rank_graph, config, result, clock)
@@ -305,6 +320,176 @@ def _ddp_rank(rank, config):
     _compare(plain, planned, result, step.report)
     result["replicas_agree"] = _replicas_agree([p.grad for p in model.parameters()] + list(model.parameters()))
     result["ddp_bucket_bytes"] = sum(storage_bytes(b) for b in buckets.buffers.values())
+    return result
+
+
+# ---- ZeRO stage 2 -------------------------------------------------------------------
+
+class ShardedSGD:
+    """ZeRO-2 with models.sgd's optimizer (SGD, momentum 0.9, one tensor at a
+    time) on `world` ranks. Every parameter is split into `world` equal
+    contiguous chunks of its flattened elements; rank r owns chunk r of each
+    (memplan's rank graph gives each optimizer state tensor 1/n of its
+    bytes). `buckets` are lists of parameters, in the order backward makes
+    their gradients (the rank graph's reduce_scatter ops).
+
+    Backward: a hook after each parameter's AccumulateGrad; when a bucket's
+    last gradient exists, the bucket is reduce-scattered: its gradients'
+    chunks are staged destination-major in one flat buffer, divided by the
+    world size (as DDP averages), and chunk q is reduced onto rank q
+    (`dist.reduce`, one per rank: gloo has no reduce_scatter); the rank's
+    own reduced chunk is copied out into `shards[name]` (the graph's
+    `bucketK.shard`, handed to the runner as communication_outputs), its
+    slices become the `.grad` of the rank's parameter chunks, and the
+    bucket's full gradients are dropped (`.grad = None`). Step: a plain
+    torch.optim.SGD over the rank's parameter chunks (views of the
+    parameters), then one all-gather per parameter puts every rank's
+    updated chunk into every rank's parameter. The ATen calls around the
+    collectives run inside runtime.communicating()."""
+
+    def __init__(self, model, buckets, world, rank, **sgd):
+        self.world, self.rank = world, rank
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.names = {id(p): name for name, p in model.named_parameters()}
+        for p in self.params:
+            if p.numel() % world:
+                raise ValueError(f"zero2: parameter '{self.names[id(p)]}' has {p.numel()} elements, which do "
+                                 f"not split into {world} equal shards")
+        self.buckets = buckets  # [(shard name, [parameters])]
+        self.chunk = {id(p): p.detach().view(-1).chunk(world) for p in self.params}
+        self.own = [self.chunk[id(p)][rank] for p in self.params]  # leaves: SGD updates them in place
+        self.inner = torch.optim.SGD(self.own, foreach=False, **sgd)
+        self.own_of = {id(p): own for p, own in zip(self.params, self.own)}
+        self.shards = {}
+        self.bucket_of, self.waiting = {}, {}
+        for b, (_, ps) in enumerate(buckets):
+            for p in ps:
+                self.bucket_of[id(p)] = b
+        self.hooks = []
+        for p in self.params:
+            node = p.expand_as(p).grad_fn.next_functions[0][0]  # p's AccumulateGrad
+            node.register_hook(self._hook(p))
+            self.hooks.append(node)  # the node lives as long as this object
+        self.checked = None  # a dict: the reduced shards are copied there for the comparison
+        self.send = torch.empty(sum(p.numel() for p in self.params) // world, dtype=self.params[0].dtype)
+        self.staging_bytes = 0
+
+    @property
+    def state(self):
+        """The momentum shards, keyed by the full parameters (exporter.persistent_tensors names them so)."""
+        return {p: self.inner.state[own] for p, own in zip(self.params, self.own) if own in self.inner.state}
+
+    def state_dict(self):
+        return self.inner.state_dict()
+
+    def load_state_dict(self, state):
+        self.inner.load_state_dict(state)
+
+    def zero_grad(self, set_to_none=True):
+        for p in self.params + self.own:
+            p.grad = None
+        self.shards.clear()
+        self.waiting = {b: len(ps) for b, (_, ps) in enumerate(self.buckets)}
+
+    def _hook(self, p):
+        def done(_grad_inputs, _grad_outputs):
+            b = self.bucket_of[id(p)]
+            self.waiting[b] -= 1
+            if self.waiting[b] == 0:
+                self._reduce_scatter(b)
+        return done
+
+    def _reduce_scatter(self, b):
+        name, ps = self.buckets[b]
+        with communicating(), torch.no_grad():
+            flat = torch.cat([p.grad.view(-1).chunk(self.world)[q] for q in range(self.world) for p in ps])
+            self.staging_bytes = max(self.staging_bytes, storage_bytes(flat))
+            flat.div_(self.world)
+            parts = flat.chunk(self.world)
+            for q in range(self.world):
+                dist.reduce(parts[q], dst=q)
+            shard = parts[self.rank].clone()
+            if self.checked is not None:  # for the comparison: a host copy, as the runner's swaps make
+                self.checked[name] = shard.clone()
+            del flat, parts
+            offset = 0
+            for p in ps:
+                n = p.numel() // self.world
+                self.own_of[id(p)].grad = shard[offset:offset + n]
+                offset += n
+                p.grad = None
+        self.shards[name] = shard
+
+    def step(self):
+        self.inner.step()
+        # The gradient shards end with the update (the rank graph frees each
+        # bucket's shard after its last update reads it), as ZeRO-2 frees them
+        for own in self.own:
+            own.grad = None
+        self.shards.clear()
+        with communicating(), torch.no_grad():
+            offset = 0
+            for p, own in zip(self.params, self.own):
+                n = own.numel()
+                self.send[offset:offset + n].copy_(own)
+                dist.all_gather(list(self.chunk[id(p)]), self.send[offset:offset + n])
+                offset += n
+
+
+def _zero2_buckets(rank_graph_doc, model):
+    """(shard name, parameters) per reduce_scatter op of the rank graph, in its order."""
+    by_name = dict(model.named_parameters())
+    tensors = rank_graph_doc["tensors"]
+    out = []
+    for op in rank_graph_doc["ops"]:
+        if op["type"] == "reduce_scatter":
+            grads = [tensors[t]["name"] for t in op["inputs"]]
+            if not all(g.endswith(".grad") and g[:-5] in by_name for g in grads):
+                raise PlanError(f"graph: '{op['name']}' reads other tensors than parameter gradients")
+            out.append((tensors[op["outputs"][0]]["name"], [by_name[g[:-5]] for g in grads]))
+    return out
+
+
+def _zero2_outcome(model, optimizer, losses):
+    """_outcome for ZeRO-2: the losses, the rank's gradient shards (the full
+    gradients are gone) and every updated parameter."""
+    out = [torch.as_tensor(loss).clone() for loss in losses]
+    out += [optimizer.checked[name] for name, _ in optimizer.buckets]
+    out += [p.detach().clone() for p in model.parameters()]
+    return out, [b.clone() for b in model.buffers()]
+
+
+def _zero2_rank(rank, config):
+    clock = _Clock()
+    model, inputs, target, loss_fn, graph, rank_graph = _rank_graph(rank, config, "zero2")
+    rank_doc = rank_graph.to_json()
+    result = {"rank": rank, "graph": rank_graph.name, "graph_ops": rank_graph.num_ops,
+              "collectives": sum(op["type"] in ("reduce_scatter", "all_gather") for op in rank_doc["ops"]),
+              "reduce_scatters": sum(op["type"] == "reduce_scatter" for op in rank_doc["ops"])}
+    optimizer = ShardedSGD(model, _zero2_buckets(rank_doc, model), config["ranks"], rank, lr=0.01, momentum=0.9)
+    plan = _timed_plan(rank, rank_graph, config, result, clock)
+    if plan is None:
+        return result
+    doc = runnable(rank_doc, graph)
+    training_step(model, inputs, target, loss_fn, optimizer)  # the momentum shards exist, as in the export
+    snapshot = _snapshot(model, optimizer)
+    clock.lap("warm_up_s")
+    torch.manual_seed(1 + rank)
+    optimizer.checked = {}
+    loss = training_step(model, inputs, target, loss_fn, optimizer)
+    plain = _zero2_outcome(model, optimizer, [loss])
+    clock.lap("plain_step_s")
+    result["loss"] = float(loss)
+    _restore(model, optimizer, snapshot)
+    step = PlannedStep(model, optimizer, loss_fn, doc, plan, communication_outputs=optimizer.shards)
+    torch.manual_seed(1 + rank)
+    optimizer.checked = {}
+    planned = _zero2_outcome(model, optimizer, [step(inputs, target)])
+    clock.lap("planned_step_s")
+    _compare(plain, planned, result, step.report)
+    result["replicas_agree"] = _replicas_agree(list(model.parameters()))
+    result["shard_bytes"] = sum(storage_bytes(t) for t in optimizer.checked.values())
+    result["staging_bytes"] = optimizer.staging_bytes
     return result
 
 

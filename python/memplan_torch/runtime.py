@@ -37,11 +37,26 @@ DDP reduces the bucket in its own buffer and copies the result back into
 the gradients it was filled from, so the plan's swaps of the bucket move
 those gradients' storages. The ATen-level calls torch.distributed makes
 itself (`c10d` ops, and ops on the communication buffers the caller
-registers: DDP's copies into and out of its buckets) are not ops of the
-graph: they run as they are, after the plan has brought back what they read.
+registers: DDP's copies into and out of its buckets; and every ATen call
+made inside `communicating()`, the caller's own code around a collective,
+such as ZeRO-2's staging of a bucket) are not ops of the graph: they run as
+they are, after the plan has brought back what they read.
+A reduce-scatter's output (ZeRO-2's `bucketK.shard`) does have a storage of
+its own: the rank's shard of the reduced bucket, which the caller's
+communication code makes (after the collective) and hands over by the
+graph tensor's name in `communication_outputs`. When the plan passes the
+reduce_scatter op, the runner takes that tensor as the op's output, as if
+an ATen op had made it: from then on the plan's swaps and frees move its
+storage and the accountant counts it. An op that makes outputs otherwise
+(an all_gather with outputs: ZeRO-3) is refused; ZeRO-1/2's update-phase
+`all_gather.parameters` makes none (it writes the parameters, which are
+persistent state) and is passed like an all-reduce. The graph's last op
+(`step_end`, no ATen op either) is passed the same way when the plan
+reaches it: ZeRO's gather runs after it.
 """
 
 import contextlib
+import threading
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -54,6 +69,22 @@ from .exporter import persistent_tensors
 
 # Op types done by the communication library (graph/vocabulary.hpp's communication_types).
 COMMUNICATION = frozenset({"all_reduce", "all_gather", "reduce_scatter", "broadcast", "send", "recv"})
+
+_inside = threading.local()
+
+
+@contextlib.contextmanager
+def communicating():
+    """Marks the ATen calls made inside as the communication library's (the
+    module comment): code around a collective that a caller runs from a
+    hook (ZeRO-2 stages a bucket for its reduce-scatter and copies out the
+    rank's shard). Outside a planned step it changes nothing."""
+    outer = getattr(_inside, "depth", 0)
+    _inside.depth = outer + 1
+    try:
+        yield
+    finally:
+        _inside.depth = outer
 
 
 class PlanError(ValueError):
@@ -90,11 +121,16 @@ class PlannedStep:
     wrapper of `model`, or a pipeline stage's 1F1B schedule, with it).
     communication_buffers: storage keys (trace.storage_key) of the
     communication library's own buffers, such as DDP's gradient buckets; a
-    container the caller may fill later (the runner reads it as ops run)."""
+    container the caller may fill later (the runner reads it as ops run).
+    communication_outputs: graph tensor name -> the tensor the
+    communication code made for a reduce-scatter's output (the module
+    comment); a mapping the caller fills during the step."""
 
-    def __init__(self, model, optimizer, loss_fn, graph, plan, run=training_step, communication_buffers=()):
+    def __init__(self, model, optimizer, loss_fn, graph, plan, run=training_step, communication_buffers=(),
+                 communication_outputs=None):
         self.model, self.optimizer, self.loss_fn = model, optimizer, loss_fn
         self.run, self.communication_buffers = run, communication_buffers
+        self.communication_outputs = {} if communication_outputs is None else communication_outputs
         self.graph, self.plan = graph, plan
         self.tensors = graph["tensors"]
         self.ops = {op["id"]: op for op in graph["ops"]}
@@ -111,16 +147,20 @@ class PlannedStep:
         return "aten" not in op and op["type"] in COMMUNICATION
 
     def _index_communication(self):
-        # An all-reduce's output lives in its inputs' storages (the module comment).
-        self.stand_ins = {}
+        # An all-reduce's output lives in its inputs' storages; a
+        # reduce-scatter's is handed over by the caller (the module comment).
+        self.stand_ins, self.handed_over = {}, set()
         for op in self.ops.values():
             if not self.framework(op["id"]):
                 continue
             for tid in op["outputs"]:
-                if op["type"] != "all_reduce":
+                if op["type"] == "all_reduce":
+                    self.stand_ins[tid] = list(dict.fromkeys(op["inputs"]))
+                elif op["type"] == "reduce_scatter":
+                    self.handed_over.add(tid)
+                else:
                     raise PlanError(f"graph: '{self.tensors[tid]['name']}' is made by {op['type']} "
                                     f"'{op['name']}', which the runner cannot hold")
-                self.stand_ins[tid] = list(dict.fromkeys(op["inputs"]))
 
     def _check_plan(self):
         if self.plan.get("format") != "memplan-plan":
@@ -181,6 +221,7 @@ class _Runner(TorchDispatchMode):
         self.communication_ops = self.communication_calls = self.communication_restored_bytes = 0
         self.pending = {}     # tensor id -> its swap-in, issued and not carried out yet (the module comment)
         self.shrinking = []   # (id, tensor) swapped out, to shrink when the next autograd node begins
+        self.awaited = set()  # ids of reduce-scatter outputs passed and not handed over yet (_collect)
         self.device = next(iter(step.model.parameters())).device
         self.stream = torch.cuda.Stream() if self.device.type == "cuda" else None
         for tid, (t, name, _) in enumerate(persistent):
@@ -255,9 +296,10 @@ class _Runner(TorchDispatchMode):
         return self.s.ops[self.s.order[j]] if j < len(self.s.order) else {}
 
     def _communication_call(self, func, args, kwargs):
-        """torch.distributed's own ATen-level calls: its `c10d` ops, and ops
-        on the communication buffers the caller registered."""
-        if func.namespace == "c10d":
+        """torch.distributed's own ATen-level calls: its `c10d` ops, ops on
+        the communication buffers the caller registered, and every call made
+        inside communicating()."""
+        if func.namespace == "c10d" or getattr(_inside, "depth", 0):
             return True
         buffers = self.s.communication_buffers
         return bool(buffers) and any(storage_bytes(t) and storage_key(t) in buffers
@@ -281,8 +323,21 @@ class _Runner(TorchDispatchMode):
                 self.communication_restored_bytes += t.storage().nbytes()
         self.communication_calls += 1
         out = func(*args, **kwargs)
+        self._collect()
         self._account()
         return out
+
+    def _collect(self):
+        """Takes the reduce-scatter outputs the communication code has handed
+        over (PlannedStep's communication_outputs) as the graph's tensors."""
+        for tid in list(self.awaited):
+            t = self.s.communication_outputs.get(self.s.tensors[tid]["name"])
+            if t is not None:
+                if storage_bytes(t) != self.s.tensors[tid]["bytes"]:
+                    raise PlanError(f"graph: '{self.s.tensors[tid]['name']}' is {self.s.tensors[tid]['bytes']} "
+                                    f"bytes; the communication code made {storage_bytes(t)}")
+                self.awaited.discard(tid)
+                self._keep(tid, t)
 
     def _bring_back(self, args, kwargs):
         """PyTorch takes views of a tensor (the `.t()` of a weight) before the
@@ -351,17 +406,23 @@ class _Runner(TorchDispatchMode):
         an op's outputs after it (a `.t()` in a backward formula), and those
         must find the storage whole."""
         actions = self.s.actions
+        self._collect()
         while self.ap < len(actions):
             a = actions[self.ap]
             if a["kind"] == "compute" and a["op"] not in self.computed:
                 self._materialize(self.s.ops[a["op"]]["inputs"])
                 if not (self.next < len(self.s.order) and self.s.order[self.next] == a["op"] and
-                        self.s.framework(a["op"])):
+                        "aten" not in self.s.ops[a["op"]]):
                     break
-                # torch.distributed does it (DDP's all-reduce runs from autograd's hooks)
+                # No ATen op of the step runs it: torch.distributed does (DDP's
+                # all-reduce runs from autograd's hooks), or it is the graph's
+                # end (`step_end`, after which ZeRO's gather of the updated
+                # parameters runs: its swap-ins are issued after step_end)
                 self.computed.add(a["op"])
                 self.next += 1
-                self.communication_ops += 1
+                self.communication_ops += self.s.framework(a["op"])
+                self.awaited.update(t for t in self.s.ops[a["op"]]["outputs"] if t in self.s.handed_over)
+                self._collect()
             elif self.ap not in self.done and a["kind"] != "compute":
                 if a["kind"] == "swap_in" and a.get("parts", 1) == 1:
                     self.pending[a["tensor"]] = a  # carried out when the tensor is needed
@@ -666,6 +727,9 @@ class _Runner(TorchDispatchMode):
             self.advance()
         if self.next != len(self.s.order) or self.ap != len(self.s.actions):
             raise PlanError(f"the step ran {self.next} of the graph's {len(self.s.order)} ops")
+        if self.awaited:
+            names = ", ".join(sorted(self.s.tensors[t]["name"] for t in self.awaited))
+            raise PlanError(f"the communication code never handed over {names} (communication_outputs)")
         self._materialize(list(self.pending))  # the step's results are whole when it returns
 
     def restore_offloaded(self):

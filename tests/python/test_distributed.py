@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """memplan_torch.distributed (docs/pytorch-distributed.md): memplan plans run
 inside torch.distributed on CPU processes (gloo, loopback). DDP on 2 and 4
-ranks and a 2-stage 1F1B pipeline, each rank under its own plan at 50 % of
+ranks, ZeRO-2 on 2 ranks and a 2-stage 1F1B pipeline, each rank under its
+own plan at 50 % of
 its graph's baseline peak, give gradients and updated parameters
 bit-identical to the unplanned distributed step, with every rank's
 accountant under its budget.
 
 Sizes are the smallest at which tsplit fits 50 % (the 4-layer transformer:
 batch 4 x 64 tokens per DDP rank; micro-batches of 2 x 64 tokens in the
-pipeline); the whole file takes about 90 s on 2 cores. CTest runs it with
+pipeline); the whole file takes 50-90 s on 2 cores. CTest runs it with
 the memplan module's folder and python/ on PYTHONPATH; without torch,
 torch.distributed's gloo backend or the module it prints SKIPPED and exits 77.
 """
@@ -66,6 +67,20 @@ class DataParallel(Runs):
 
     def test_ddp_4_ranks_tsplit_50(self):
         self.assert_ddp(4)
+
+    def test_zero2_2_ranks_tsplit_50(self):
+        result = dist_check("zero2", 2, "transformer", 4, seq_len=64, device="a100", budget="50%",
+                            planner="tsplit")
+        per_rank = self.assert_run(result, 2, 0.5)
+        for r in per_rank:
+            self.assertTrue(r["graph"].startswith("transformer-b4-zero2-r2"), r)
+            self.assertGreaterEqual(r["reduce_scatters"], 1)       # one reduce_scatter per gradient bucket ...
+            self.assertEqual(r["collectives"], r["reduce_scatters"] + 1)  # ... and the parameters' all_gather
+            self.assertEqual(r["communication_ops"], r["collectives"])  # each passed to torch.distributed
+            self.assertGreater(r["communication_calls"], 0)
+            self.assertGreater(r["shard_bytes"], 0)                 # the rank's gradient shards, compared
+            self.assertTrue(r["replicas_agree"], r)                 # the all-gather made the replicas equal ...
+        self.assertEqual(len({r["loss"] for r in per_rank}), 2)     # ... though each rank saw other samples
 
 
 class PipelineParallel(Runs):
