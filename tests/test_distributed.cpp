@@ -13,8 +13,12 @@
 #include "memplan/distributed/pipeline.hpp"
 #include "memplan/model/zoo.hpp"
 #include "memplan/plan_builder.hpp"
+#include "memplan/planners/dtr/delta.hpp"
+#include "memplan/planners/none.hpp"
+#include "memplan/planners/tsplit/cost.hpp"
 #include "memplan/sim/simulator.hpp"
 #include "memplan/sim/validator.hpp"
+#include "memplan/testing/integrity.hpp"
 #include "registry_fixtures.hpp"
 #include "sim_fixtures.hpp"
 
@@ -130,6 +134,30 @@ TEST_CASE("collectives sharing the host link take turns with swaps in issue orde
   const validation v = validate(p, swap_plan, shared, unlimited);
   CHECK(v.ok);
   CHECK(v.time_us == 770);
+}
+
+TEST_CASE("TSPLIT's and DELTA's link models see the collectives that share the host link, by hand") {
+  const problem p = overlapped(150);  // T = 100, 100, 150 (ar), 200, 20 µs
+  device_spec shared = dev;
+  shared.collectives_share_host_link = true;
+  // Eq. 3's timeline is the compute stream's: ar adds no link time to it.
+  const detail::tsplit::link_occupancy apart = detail::tsplit::host_link(p, dev);
+  CHECK(apart.idle(0, 5) == 420);
+  CHECK(apart.idle(2, 3) == 0);
+  CHECK(apart.occupancy(3) == 0);
+  // Shared: ar takes the link's first 150 µs of b1's 200 in each direction.
+  const detail::tsplit::link_occupancy together = detail::tsplit::host_link(p, shared);
+  CHECK(together.idle(0, 5) == 270);
+  CHECK(together.idle(3, 4) == 50);
+  CHECK(together.occupancy(3) == 0.75);
+  // A 100 µs swap-in needed by u (step 4) must start by f's step when ar
+  // holds the link (100 + 50 idle before u), by b1's step when not.
+  CHECK(together.latest_start(1, 4, 100) == 1);
+  CHECK(apart.latest_start(1, 4, 100) == 3);
+  // DELTA's c_s divides by the link's share left to swaps: 1 - 150 / 420.
+  CHECK(delta_planner::link_left_to_swaps(p, dev) == 1);
+  CHECK(delta_planner::link_left_to_swaps(p, shared) == doctest::Approx(270.0 / 420));
+  CHECK(delta_planner::link_left_to_swaps(overlapped(5000), shared) == 0.05);  // at least 5 %
 }
 
 TEST_CASE("ring collectives cost steps x (latency + chunk / bus bandwidth)") {
@@ -314,7 +342,7 @@ TEST_CASE("a pipeline refuses a graph it cannot cut, naming the op and the tenso
                        "pipeline: stage 2 is outside [0, 2)", invalid_argument);
 }
 
-TEST_CASE("every planner plans a distributed rank and the validator agrees") {
+TEST_CASE("every planner plans a distributed rank, the validator agrees, and the plan runs") {
   const cluster_spec& a100 = find_cluster("a100-node");
   struct rank_case {
     const char* model;
@@ -362,9 +390,47 @@ TEST_CASE("every planner plans a distributed rank and the validator agrees") {
       }
       if (e.name != "milp") fits += (fits.empty() ? "" : " ") + std::string(e.name);
       check_valid(p, pl, d);
+      // On the host executor, the four streams in the simulator's order: every input holds its value.
+      const testing::integrity_check run = testing::check_integrity(p, pl, pl.budget, &d);
+      CHECK(run.ran);
+      CHECK_MESSAGE(run.failure.empty(), run.failure);
     }
     CHECK(fits == c.fits);
   }
+}
+
+TEST_CASE("keeping every tensor of a rank: the all-reduce holds its input past its step, and the simulator judges") {
+  const problem p = overlapped(150);
+  // Step liveness: g2 dies with ar's step, so b1's step holds w1, w2, y, r2
+  // and g1 = 300 B. In time, ar reads g2 until 350 µs, beside b1: 350 B.
+  CHECK(p.baseline_peak() == 300);
+  CHECK(simulate(p, none_planner{}(p, dev, 350, {}), dev, 350).time_us == 420);
+  // At 300 B, b1 waits for ar to free g2: b1 350-550, u 550-570.
+  const plan at_liveness = none_planner{}(p, dev, 300, {});
+  REQUIRE(at_liveness.feasible);
+  CHECK(at_liveness.best_peak == 300);
+  CHECK(simulate(p, at_liveness, dev, 300).time_us == 570);
+  // Below it nothing can wait its way in.
+  const plan below = none_planner{}(p, dev, 299, {});
+  CHECK_FALSE(below.feasible);
+  CHECK(below.kind == failure_kind::out_of_memory);
+  CHECK(below.best_peak == 350);
+  // A ZeRO-3 rank of plain20 (CIFAR, batch 16, 16 A100s) at its step
+  // liveness runs out of memory at a backward op: the simulator says so.
+  const rank_group group{&find_cluster("a100-node"), 16};
+  const device_spec d = group.rank_device();
+  model::options mo;
+  mo.batch = 16;
+  mo.cifar = true;
+  const graph single = model::build("plain20", mo, d);
+  const graph rank = distributed::data_parallel_rank(single, dfs_schedule(single),
+                                                     {.mode = distributed::data_parallel::zero3, .group = group});
+  const problem z = compile(rank, distributed::listed_order(rank));
+  CHECK(z.baseline_peak() == 24'981'110);
+  const plan kept = none_planner{}(z, d, z.baseline_peak(), {});
+  CHECK_FALSE(kept.feasible);
+  CHECK(kept.best_peak == 24'981'366);
+  CHECK(kept.reason.find("out of memory at action 123 (compute 'layer3.2.2.relu.backward')") != std::string::npos);
 }
 
 TEST_CASE("the baseline time of a rank overlaps its communication with compute") {

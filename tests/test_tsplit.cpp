@@ -616,7 +616,8 @@ TEST_CASE("swaps that stall: Algo 2 again on slower links, the fastest plan kept
     }
   }
   // The planner keeps the fastest (its own plan, before the registry lays it out).
-  const plan pl = tsplit_nosplit_planner{}(p, titan, budget, {});
+  const plan pl = detail::tsplit::plan_walks(p, titan, budget, "tsplit-nosplit", detail::tsplit::walks_of(p, {false}), 0)
+                      .result;
   REQUIRE(pl.feasible);
   const report r = simulate(p, pl, titan, budget);
   CHECK(r.time_us == fastest);

@@ -144,7 +144,8 @@ class plan_builder {
       const index_t maker = b.creator_[static_cast<std::size_t>(c)];
       if (maker == no_index) return;
       const action& made = b.plan_.actions[static_cast<std::size_t>(maker)];
-      if (made.kind == action_kind::swap_in || stream_of(*b.p_, made) != stream_of(*b.p_, act())) wait(maker);
+      const bool across = !b.p_->comm.empty() && stream_of(*b.p_, made) != stream_of(*b.p_, act());
+      if (made.kind == action_kind::swap_in || across) wait(maker);
     }
     void write(index_t c, bytes_t, bytes_t) { b.creator_[static_cast<std::size_t>(c)] = a; }
     [[gnu::always_inline]] index_t make(index_t, bytes_t, index_t, index_t) { return copy(a); }

@@ -460,21 +460,33 @@ inline judged plan_on_links(const problem& p, const device_spec& dev, bytes_t bu
   return best;
 }
 
-/// plan_on_links with each `walk_options::split` of `splits`, each without
-/// and with `walk_options::guard_checkpoints`, the best plan kept, the
-/// first of equals in that order (`tsplit`: with split, then without).
-/// Algo 2 is greedy: a split taken early can leave a later bottleneck with
-/// fewer options, or cost more time than the evictions it spared; Algo 2
-/// line 15 compares the options per bottleneck, this also compares whole
-/// plans; neither guard setting is better everywhere. The walks are
-/// independent and run on `threads` threads (planner_options::threads; 0:
-/// every core).
-inline judged plan_tsplit(const problem& p, const device_spec& dev, bytes_t budget, std::string_view name,
-                          std::initializer_list<bool> splits, int threads) {
+/// Algo 2's walks for tsplit (`splits`: with split, without, or both, in
+/// that order), each without and with `walk_options::guard_checkpoints`;
+/// on a graph that communicates, each also with Eq. 3's occupancy as the
+/// paper models it, collectives aside (`walk_options::collectives_on_link`):
+/// a link Algo 2 sees busier can lead it to a slower plan.
+[[nodiscard]] inline std::vector<walk_options> walks_of(const problem& p, std::initializer_list<bool> splits) {
   std::vector<walk_options> walks;
   for (const bool split : splits) {
-    for (const bool guard : {false, true}) walks.push_back({.split = split, .guard_checkpoints = guard});
+    for (const bool guard : {false, true}) {
+      for (const bool seen : {true, false}) {
+        if (!seen && p.comm.empty()) continue;
+        walks.push_back({.split = split, .guard_checkpoints = guard, .collectives_on_link = seen});
+      }
+    }
   }
+  return walks;
+}
+
+/// plan_on_links with each of `walks`, the best plan kept, the first of
+/// equals in their order. Algo 2 is greedy: a split taken early can leave
+/// a later bottleneck with fewer options, or cost more time than the
+/// evictions it spared; Algo 2 line 15 compares the options per
+/// bottleneck, this also compares whole plans; neither guard setting is
+/// better everywhere. The walks are independent and run on `threads`
+/// threads (planner_options::threads; 0: every core).
+inline judged plan_walks(const problem& p, const device_spec& dev, bytes_t budget, std::string_view name,
+                         const std::vector<walk_options>& walks, int threads) {
   std::vector<judged> plans(walks.size());
   parallel_for(thread_count(threads), walks.size(),
                [&](std::size_t, std::size_t k) { plans[k] = plan_on_links(p, dev, budget, name, walks[k]); });
@@ -483,26 +495,56 @@ inline judged plan_tsplit(const problem& p, const device_spec& dev, bytes_t budg
   return best;
 }
 
+/// tsplit's plan with its memory layout (DESIGN.md §6: the budget is the
+/// arena): plan_walks under with_layout. The fastest plan's layout can
+/// need more than its live peak (a split's micro-tensors leave gaps) at
+/// every tighter target; then each walk is laid out on its own and the
+/// fastest plan that fits is kept.
+inline plan plan_tsplit(const problem& p, const device_spec& dev, bytes_t budget, std::string_view name,
+                        std::initializer_list<bool> splits, int threads) {
+  const std::vector<walk_options> walks = walks_of(p, splits);
+  plan pl = with_layout([&](bytes_t target) { return plan_walks(p, dev, target, name, walks, threads).result; }, p,
+                        dev, budget);
+  if (pl.feasible || pl.arena_bytes <= budget) return pl;  // fits, or Algo 2 found no plan
+  std::vector<plan> plans(walks.size());
+  std::vector<report> verdicts(walks.size());
+  parallel_for(thread_count(threads), walks.size(), [&](std::size_t, std::size_t k) {
+    const std::vector<walk_options> one{walks[k]};
+    plans[k] =
+        with_layout([&](bytes_t target) { return plan_walks(p, dev, target, name, one, 1).result; }, p, dev, budget);
+    if (plans[k].feasible) verdicts[k] = simulator{}.run(p, plans[k], dev, budget);
+  });
+  std::size_t best = 0;
+  for (std::size_t k = 1; k < plans.size(); ++k) {
+    if (better_plan(plans[k], verdicts[k], plans[best], verdicts[best])) best = k;
+  }
+  return plans[best].feasible ? std::move(plans[best]) : pl;
+}
+
 }  // namespace detail::tsplit
 
 /// TSPLIT w/o Split: Algo 2 over swap and recompute (Eq. 2-4).
 struct tsplit_nosplit_planner {
+  static constexpr bool lays_out = true;  ///< each walk's plan laid out (plan_tsplit)
+
   /// Plans `p` on `dev` within `budget`, on `options.threads` threads.
   /// \throws invalid_argument if `budget` is negative.
   plan operator()(const problem& p, const device_spec& dev, bytes_t budget, const planner_options& options) const {
     MEMPLAN_EXPECTS(budget >= 0, invalid_argument, "tsplit-nosplit: the budget must be non-negative, got ", budget);
-    return detail::tsplit::plan_tsplit(p, dev, budget, "tsplit-nosplit", {false}, options.threads).result;
+    return detail::tsplit::plan_tsplit(p, dev, budget, "tsplit-nosplit", {false}, options.threads);
   }
 };
 static_assert(planner<tsplit_nosplit_planner>);
 
 /// TSPLIT: Algo 2 over swap, recompute and split (Eq. 2-6).
 struct tsplit_planner {
+  static constexpr bool lays_out = true;  ///< each walk's plan laid out (plan_tsplit)
+
   /// Plans `p` on `dev` within `budget`, on `options.threads` threads.
   /// \throws invalid_argument if `budget` is negative.
   plan operator()(const problem& p, const device_spec& dev, bytes_t budget, const planner_options& options) const {
     MEMPLAN_EXPECTS(budget >= 0, invalid_argument, "tsplit: the budget must be non-negative, got ", budget);
-    return detail::tsplit::plan_tsplit(p, dev, budget, "tsplit", {true, false}, options.threads).result;
+    return detail::tsplit::plan_tsplit(p, dev, budget, "tsplit", {true, false}, options.threads);
   }
 };
 static_assert(planner<tsplit_planner>);

@@ -380,8 +380,8 @@ class executor {
     }
     auto& loaded = events_[static_cast<std::size_t>(layout_.load)];
     dev_->record(loaded, h2d);
-    dev_->wait(stream(stream_kind::compute), loaded);
-    dev_->wait(stream(stream_kind::d2h), loaded);
+    // Every other stream reads what the load wrote (h2d orders itself).
+    for (const stream_kind k : {stream_kind::compute, stream_kind::d2h, stream_kind::comm}) dev_->wait(stream(k), loaded);
     for (const index_t b : layout_.released_at_load) release_device(b);
   }
 

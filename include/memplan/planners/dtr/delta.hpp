@@ -44,7 +44,9 @@
 ///   (cost/devices.hpp gives effective PCIe rates), so c_s uses all of it by
 ///   default: at 0.35 c_s is about three times what a copy costs here, and
 ///   `cost` turns down offloads that would help. `--link-efficiency 0.35`
-///   restores the paper's factor.
+///   restores the paper's factor. Where collectives share the host link
+///   (a rank spanning nodes, docs/distributed.md), c_s also divides by the
+///   share of the link they leave (`delta_planner::link_left_to_swaps`).
 
 #include <algorithm>
 #include <array>
@@ -211,12 +213,27 @@ struct delta_planner {
     return s;
   }
 
+  /// The share of the host link's time collectives leave to swaps: where
+  /// they share it (`device_spec::collectives_share_host_link`), 1 minus
+  /// their time over the rank's iteration (`problem::baseline_time_us`),
+  /// at least 5 %; else 1. c_s (Eq. 6) divides by it: on average a swap
+  /// waits behind collectives in that proportion (docs/distributed.md).
+  [[nodiscard]] static double link_left_to_swaps(const problem& p, const device_spec& dev) {
+    if (!dev.collectives_share_host_link || p.comm.empty()) return 1;
+    double comm_us = 0;
+    for (std::size_t s = 0; s < p.num_steps(); ++s) comm_us += p.comm[s] != 0 ? p.time_us[s] : 0;
+    const double step_us = p.baseline_time_us();
+    return step_us > 0 ? std::max(1 - comm_us / step_us, 0.05) : 1;
+  }
+
   /// Runs DELTA on `p` on `dev` within `budget`; the plan is infeasible (cut
   /// at that step) where an allocation cannot be made room for or past
   /// `o.time_limit_s`.
   /// \throws invalid_argument for a malformed option (`read_settings`).
   plan operator()(const problem& p, const device_spec& dev, bytes_t budget, const planner_options& o) const {
-    delta_policy policy(dev, read_settings(o));
+    delta_policy::settings s = read_settings(o);
+    s.link_efficiency *= link_left_to_swaps(p, dev);
+    delta_policy policy(dev, s);
     plan pl = detail::dtr::run_online(p, dev, budget, policy, "delta", o.time_limit_s).result;
     if (pl.feasible) detail::judge(p, pl, dev);
     return pl;

@@ -99,6 +99,11 @@ struct walk_options {
   /// The contract otherwise keeps it on the device at the start and the end,
   /// so the state alone caps what fits (TSPLIT Table V's parameter scale).
   bool offload_state = false;
+  /// Eq. 3's occupancy on the compute stream's timeline with the
+  /// collectives on the link (host_link); false: every op's time in turn,
+  /// collectives aside, as the paper's one-stream model. tsplit.hpp walks
+  /// both ways on a graph that communicates.
+  bool collectives_on_link = true;
 };
 
 /// Does an update-phase op read (and so write, in place) t? Then offloaded
@@ -120,7 +125,7 @@ class algo2 {
       : p_(&p), dev_(&dev), budget_(std::move(budget)), options_(options), base_(p.baseline_memory()),
         starts_(p.num_steps() + 1, 0), ends_(p.num_steps() + 1, 0), split_of_(p.num_steps(), no_index),
         parts_of_(p.num_tensors(), 1),
-        out_(p.time_us), in_(p.time_us), cursor_(p.num_tensors(), 0), live_(p, dev), relink_at_(p.num_steps() + 1),
+        out_(host_link(p, dev, options.collectives_on_link)), in_(host_link(p, dev, options.collectives_on_link)), cursor_(p.num_tensors(), 0), live_(p, dev), relink_at_(p.num_steps() + 1),
         returning_at_(p.num_steps()),
         last_eviction_(p.num_tensors(), no_index), made_(p.producer), offloaded_(p.num_tensors(), 0),
         source_reads_(p.num_tensors()),

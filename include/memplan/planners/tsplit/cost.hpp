@@ -2,19 +2,20 @@
 /// \file
 /// TSPLIT (Nie et al., ICDE 2022) §IV-B, Eq. 3, and §V-B: the swap option's
 /// cost, ΔT_i[s_j, swap], and the PCIe occupancy array Oc_u it reads,
-/// simulated under the current plan and updated after every decision.
+/// simulated under the current plan and updated after every decision, and
+/// the collectives that share the link with swaps (docs/distributed.md).
 /// The recompute cost (Eq. 4) depends on the planner's decisions so far and
 /// lives with Algo 2 in tsplit/algo2.hpp.
 
 #include <algorithm>
 #include <bit>
 #include <cstddef>
-#include <span>
 #include <utility>
 #include <vector>
 
 #include "memplan/cost/device.hpp"
 #include "memplan/fwd.hpp"
+#include "memplan/problem.hpp"
 
 namespace memplan::detail::tsplit {
 
@@ -53,8 +54,8 @@ class fenwick {
 /// own array; the paper's single PCIe array is the case of one shared link.
 class link_occupancy {
  public:
-  explicit link_occupancy(std::span<const double> time_us)
-      : time_(time_us), busy_(time_us.size(), 0.0), idle_(time_us.size()), next_(time_us.size() + 1) {
+  explicit link_occupancy(std::vector<double> time_us)
+      : time_(std::move(time_us)), busy_(time_.size(), 0.0), idle_(time_.size()), next_(time_.size() + 1) {
     for (std::size_t u = 0; u < time_.size(); ++u) {
       idle_.add(u, time_[u]);
       next_[u] = time_[u] > 0 ? static_cast<index_t>(u) : static_cast<index_t>(u + 1);
@@ -106,11 +107,33 @@ class link_occupancy {
     return root;
   }
 
-  std::span<const double> time_;
+  std::vector<double> time_;  ///< T_u
   std::vector<double> busy_;   ///< Oc_u T_u
   fenwick idle_;               ///< (1 - Oc_u) T_u
   std::vector<index_t> next_;  ///< union-find over steps whose link time is all taken
 };
+
+/// Oc_u of one direction of p's host link before any swap is planned.
+/// `collectives`: Eq. 3's timeline is the compute stream's, one op after
+/// another; a communication op runs on its own stream (plan.hpp's
+/// stream_of) and adds no time to it (T_u = 0). Where collectives share
+/// the host link (`device_spec::collectives_share_host_link`), each one
+/// takes the link in both directions from its step on, for its time: the
+/// simulator serves a swap issued after a collective only once the
+/// collective has ended. Otherwise every op's T_u, the paper's model.
+[[nodiscard]] inline link_occupancy host_link(const problem& p, const device_spec& dev, bool collectives = true) {
+  std::vector<double> time(p.time_us);
+  if (p.comm.empty() || !collectives) return link_occupancy(std::move(time));
+  for (std::size_t u = 0; u < time.size(); ++u) {
+    if (p.communicates(static_cast<index_t>(u))) time[u] = 0;
+  }
+  link_occupancy link(std::move(time));
+  if (!dev.collectives_share_host_link) return link;
+  for (std::size_t u = 0; u < p.time_us.size(); ++u) {
+    if (p.communicates(static_cast<index_t>(u))) link.occupy(static_cast<index_t>(u), p.time_us[u]);
+  }
+  return link;
+}
 
 /// ΔT_i[s_j, swap] of TSPLIT Eq. 3, split in its two terms, and the step p
 /// at which the swap-in starts.
