@@ -34,8 +34,12 @@ inline constexpr option_spec file_sources[] = {
     {"graph", "FILE", "a memplan-graph JSON document (docs/formats.md)"},
     {"dtr-log", "FILE", "a DTR operator log (docs/formats.md)"}};
 inline constexpr option_spec parallel_options[] = {
-    {"parallel", "MODE", "plan one rank of data-parallel training: ddp, zero1, zero2 or zero3 (docs/distributed.md)"},
+    {"parallel", "MODE",
+     "plan one rank of distributed training: ddp, zero1, zero2, zero3 or pipeline (1F1B; docs/distributed.md)"},
     {"ranks", "N", "data-parallel ranks (default 8)"},
+    {"stages", "P", "pipeline stages, one GPU each (default 2, at most 64)"},
+    {"stage", "K", "the pipeline stage planned, 0 to P-1 (default 0)"},
+    {"micro-batches", "M", "micro-batches per iteration; --batch is one micro-batch (default 4)"},
     {"cluster", "C", "the ranks' machines, a100-node or dgx-h100; the device is its GPU (memplan models lists them)"}};
 inline constexpr option_spec device_options[] = {
     {"device", "D", "the device (memplan models lists them)"},

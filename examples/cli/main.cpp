@@ -17,6 +17,7 @@
 #include <span>
 #include <sstream>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -26,6 +27,7 @@
 #include "memplan/cost/cluster.hpp"
 #include "memplan/cost/devices.hpp"
 #include "memplan/distributed/data_parallel.hpp"
+#include "memplan/distributed/pipeline.hpp"
 #include "memplan/cost/profile.hpp"
 #include "memplan/io/ascii_chart.hpp"
 #include "memplan/io/device_profile.hpp"
@@ -73,21 +75,60 @@ struct source_graph {
   problem p;
 };
 
-/// `--parallel MODE --ranks N --cluster C`: the data-parallel configuration, or nothing.
-std::optional<distributed::data_parallel_options> read_parallel(const arguments& args) {
+/// One rank of distributed training (`--parallel`): data parallel, or a
+/// pipeline stage.
+struct rank_scheme {
+  std::variant<distributed::data_parallel_options, distributed::pipeline_options> options;
+
+  /// The GPUs the scheme spans: the data-parallel ranks, or the stages.
+  [[nodiscard]] rank_group group() const {
+    if (const auto* dp = std::get_if<distributed::data_parallel_options>(&options)) return dp->group;
+    const auto& pp = std::get<distributed::pipeline_options>(options);
+    return {pp.cluster, pp.stages};
+  }
+  /// The rank's graph from `g` run in `order`.
+  [[nodiscard]] graph build(const graph& g, const schedule& order) const {
+    if (const auto* dp = std::get_if<distributed::data_parallel_options>(&options)) {
+      return distributed::data_parallel_rank(g, order, *dp);
+    }
+    return distributed::pipeline_stage(g, order, std::get<distributed::pipeline_options>(options));
+  }
+};
+
+/// `--parallel pipeline --stages P --stage K --micro-batches M`.
+distributed::pipeline_options read_pipeline(const arguments& args, const cluster_spec& cluster) {
+  MEMPLAN_EXPECTS(!args.has("ranks"), invalid_argument,
+                  "--parallel pipeline takes --stages P (one GPU per stage), not --ranks");
+  const int stages = static_cast<int>(args.integer("stages", 2, 1, 64));
+  return {.stages = stages,
+          .stage = static_cast<int>(args.integer("stage", 0, 0, stages - 1)),
+          .micro_batches = static_cast<int>(args.integer("micro-batches", 4, 1, 1 << 20)),
+          .cluster = &cluster};
+}
+
+/// `--parallel MODE --cluster C` with `--ranks N` (data parallel) or
+/// `--stages P --stage K --micro-batches M` (pipeline): the rank planned, or nothing.
+std::optional<rank_scheme> read_parallel(const arguments& args) {
   if (!args.has("parallel")) {
-    MEMPLAN_EXPECTS(!args.has("ranks") && !args.has("cluster"), invalid_argument,
-                    "--ranks and --cluster plan a rank of distributed training: give --parallel MODE too");
+    for (const char* o : {"ranks", "cluster", "stages", "stage", "micro-batches"}) {
+      MEMPLAN_EXPECTS(!args.has(o), invalid_argument, "--", o,
+                      " plans a rank of distributed training: give --parallel MODE too");
+    }
     return std::nullopt;
   }
   const std::string mode = args.require("parallel");
   const auto m = distributed::parse_data_parallel(mode);
-  MEMPLAN_EXPECTS(m.has_value(), invalid_argument, "--parallel: unknown mode '", mode,
-                  "'; known modes: ddp, zero1, zero2, zero3");
-  const int ranks = static_cast<int>(args.integer("ranks", 8, 1, 1 << 20));
+  MEMPLAN_EXPECTS(m.has_value() || mode == "pipeline", invalid_argument, "--parallel: unknown mode '", mode,
+                  "'; known modes: ddp, zero1, zero2, zero3, pipeline");
   MEMPLAN_EXPECTS(args.has("cluster"), invalid_argument, "--parallel ", mode,
                   " needs --cluster C (the ranks' machines: a100-node or dgx-h100)");
-  return distributed::data_parallel_options{.mode = *m, .group = {&find_cluster(args.require("cluster")), ranks}};
+  const cluster_spec& cluster = find_cluster(args.require("cluster"));
+  if (!m) return rank_scheme{read_pipeline(args, cluster)};
+  for (const char* o : {"stages", "stage", "micro-batches"}) {
+    MEMPLAN_EXPECTS(!args.has(o), invalid_argument, "--", o, " is for --parallel pipeline, not ", mode);
+  }
+  const int ranks = static_cast<int>(args.integer("ranks", 8, 1, 1 << 20));
+  return rank_scheme{distributed::data_parallel_options{.mode = *m, .group = {&cluster, ranks}}};
 }
 
 /// `--device D` (required unless there is a `fallback` or a `--cluster`,
@@ -95,9 +136,10 @@ std::optional<distributed::data_parallel_options> read_parallel(const arguments&
 device_spec load_device(const arguments& args, std::string_view fallback = {}) {
   device_spec d;
   if (const auto parallel = read_parallel(args)) {
-    d = parallel->group.rank_device();
+    const rank_group group = parallel->group();
+    d = group.rank_device();
     MEMPLAN_EXPECTS(!args.has("device") || args.require("device") == d.name, invalid_argument, "--device ",
-                    args.require("device"), ": cluster ", parallel->group.cluster->name, "'s GPUs are ", d.name);
+                    args.require("device"), ": cluster ", group.cluster->name, "'s GPUs are ", d.name);
   } else {
     d = find_device(fallback.empty() ? args.require("device") : args.get("device").value_or(std::string(fallback)));
   }
@@ -108,7 +150,7 @@ device_spec load_device(const arguments& args, std::string_view fallback = {}) {
 /// g run in `order`, or with --parallel one rank's iteration of it, compiled.
 source_graph compile_source(graph g, const schedule& order, const arguments& args) {
   if (const auto parallel = read_parallel(args)) {
-    graph rank = distributed::data_parallel_rank(g, order, *parallel);
+    graph rank = parallel->build(g, order);
     problem p = compile(rank, distributed::listed_order(rank));
     return {std::move(rank), std::move(p)};
   }
