@@ -237,19 +237,28 @@ TEST_CASE("DDP buckets the gradients in the order backward makes them and all-re
   CHECK(rank.tensor(reduce[1]->outputs[0]).bytes == 120);
   // 4 ranks over NVLink: 2·3·(2 + 120 / 4 / 230e3) µs.
   CHECK(reduce[0]->time_us == doctest::Approx(6 * (2 + 120.0 / 4 / 230e3)));
-  // Each all-reduce comes right after the op that completes its bucket; the updates come last, reading buckets.
+  // Each all-reduce comes right after the op that completes its bucket;
+  // DDP's finalize_backward reads every bucket; the updates come last, reading buckets.
   const problem p = compile(rank, distributed::listed_order(rank));
   CHECK(p.op_name[4] == "b3");
   CHECK(p.op_name[5] == "all_reduce.bucket0");
   CHECK(p.op_name[7] == "b1");
   CHECK(p.op_name[8] == "all_reduce.bucket1");
-  CHECK(p.op_name[9] == "u1");
+  CHECK(p.op_name[9] == "finalize_backward");
+  CHECK_FALSE(p.communicates(9));  // the compute stream: backward() returns after it
+  REQUIRE(p.inputs(9).size() == 2);
+  CHECK(p.tensor_name[static_cast<std::size_t>(p.inputs(9)[0])] == "bucket0.reduced");
   CHECK(p.tensor_name[static_cast<std::size_t>(p.inputs(9)[1])] == "bucket1.reduced");
-  CHECK(p.tensor_name[static_cast<std::size_t>(p.inputs(11)[1])] == "bucket0.reduced");
-  // bucket0's all-reduce (12 µs) hides under b2; bucket1's, after b1, delays u1.
+  // Two copies back on the a100 (5 µs a launch, 2,039 GB/s): 2·5 + 2·240 / 2.039e6 µs.
+  CHECK(p.time_us[9] == doctest::Approx(10 + 480 / 2.039e6));
+  CHECK(p.op_name[10] == "u1");
+  CHECK(p.tensor_name[static_cast<std::size_t>(p.inputs(10)[1])] == "bucket1.reduced");
+  CHECK(p.tensor_name[static_cast<std::size_t>(p.inputs(12)[1])] == "bucket0.reduced");
+  // bucket0's all-reduce (12 µs) hides under b2; bucket1's, after b1,
+  // delays finalize_backward, which the updates follow.
   const problem one = compile(single, distributed::listed_order(single));
   CHECK(one.baseline_time_us() == 1000);
-  CHECK(p.baseline_time_us() == doctest::Approx(1000 + reduce[1]->time_us));
+  CHECK(p.baseline_time_us() == doctest::Approx(1000 + reduce[1]->time_us + p.time_us[9]));
   check_valid(p, keep_all_plan(p, p.baseline_peak()), a100.gpu == "a100" ? o.group.rank_device() : dev);
 }
 

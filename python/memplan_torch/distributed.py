@@ -42,7 +42,7 @@ import torch.distributed as dist
 from . import models
 from ._native import native
 from .exporter import Recorder, _op_timer, document, export, persistent_tensors
-from .runtime import PlanError, PlannedStep, communicating
+from .runtime import END_OF_BACKWARD, PlanError, PlannedStep, communicating, end_backward
 from .trace import aten_name, storage_bytes, storage_key, tensors_in, training_step, without_profiler_annotations
 
 MODES = ("ddp", "zero2", "pipeline")
@@ -258,7 +258,7 @@ def runnable(rank_graph, exported):
     for op in doc["ops"]:
         source = by_name.get(op["name"])
         if source is None:
-            if op["type"] not in ("all_reduce", "all_gather", "reduce_scatter", "broadcast"):
+            if op["type"] not in ("all_reduce", "all_gather", "reduce_scatter", "broadcast", END_OF_BACKWARD):
                 raise PlanError(f"graph: the rank's op '{op['name']}' is neither exported nor a collective")
             continue
         for key in ("aten", "in_place"):
@@ -297,7 +297,9 @@ def _ddp_rank(rank, config):
     optimizer = models.sgd(model)
 
     def run(_model, inputs, target, loss_fn, optimizer):
-        return training_step(ddp, inputs, target, loss_fn, optimizer)
+        # backward() returns after DDP's finalize_backward has copied the buckets back
+        return training_step(ddp, inputs, target, loss_fn, optimizer,
+                             on_phase=lambda phase: phase == "update" and end_backward())
 
     # Two steps first: optimizer state exists, and DDP rebuilds its buckets
     # in gradient order at the second step's forward; the buffers it uses

@@ -52,7 +52,12 @@ storage and the accountant counts it. An op that makes outputs otherwise
 `all_gather.parameters` makes none (it writes the parameters, which are
 persistent state) and is passed like an all-reduce. The graph's last op
 (`step_end`, no ATen op either) is passed the same way when the plan
-reaches it: ZeRO's gather runs after it.
+reaches it: ZeRO's gather runs after it. A DDP rank graph's
+`finalize_backward` (DDP waits for every bucket and copies it back into
+the gradients before `backward()` returns) is passed only once the caller
+says that DDP's end of backward has run (`end_backward()`, from the
+training step's "update" phase): the plan's swaps after it must not move a
+gradient DDP is still to write.
 """
 
 import contextlib
@@ -70,7 +75,20 @@ from .exporter import persistent_tensors
 # Op types done by the communication library (graph/vocabulary.hpp's communication_types).
 COMMUNICATION = frozenset({"all_reduce", "all_gather", "reduce_scatter", "broadcast", "send", "recv"})
 
+# The end of backward that DDP carries out itself (a DDP rank graph's op of this type).
+END_OF_BACKWARD = "finalize_backward"
+
 _inside = threading.local()
+
+
+def end_backward():
+    """Tells the planned step running on this thread that the communication
+    library's end of backward has run (DDP's copies of the reduced buckets
+    into the gradients): the plan may pass `finalize_backward`. Outside a
+    planned step it changes nothing."""
+    runner = getattr(_inside, "runner", None)
+    if runner is not None:
+        runner.backward_ended = True
 
 
 @contextlib.contextmanager
@@ -188,10 +206,14 @@ class PlannedStep:
     def __call__(self, inputs, target):
         inputs = inputs if isinstance(inputs, tuple) else (inputs,)
         runner = _Runner(self, persistent_tensors(self.model, self.optimizer, inputs, target))
-        with without_profiler_annotations(), \
-                torch.autograd.graph.saved_tensors_hooks(runner.pack, runner.unpack), runner:
-            runner.advance()
-            loss = self.run(self.model, inputs, target, self.loss_fn, self.optimizer)
+        outer, _inside.runner = getattr(_inside, "runner", None), runner
+        try:
+            with without_profiler_annotations(), \
+                    torch.autograd.graph.saved_tensors_hooks(runner.pack, runner.unpack), runner:
+                runner.advance()
+                loss = self.run(self.model, inputs, target, self.loss_fn, self.optimizer)
+        finally:
+            _inside.runner = outer
         runner.finish()
         self.report = runner.report()
         runner.restore_offloaded()
@@ -222,6 +244,7 @@ class _Runner(TorchDispatchMode):
         self.pending = {}     # tensor id -> its swap-in, issued and not carried out yet (the module comment)
         self.shrinking = []   # (id, tensor) swapped out, to shrink when the next autograd node begins
         self.awaited = set()  # ids of reduce-scatter outputs passed and not handed over yet (_collect)
+        self.backward_ended = False  # end_backward() was called
         self.device = next(iter(step.model.parameters())).device
         self.stream = torch.cuda.Stream() if self.device.type == "cuda" else None
         for tid, (t, name, _) in enumerate(persistent):
@@ -261,11 +284,14 @@ class _Runner(TorchDispatchMode):
         self.acc.watch(tensors_in((args, kwargs, out)))
         if not effect.is_op:
             return out
-        if self.next < len(self.s.order) and self.s.framework(self.s.order[self.next]):
+        if self.next < len(self.s.order) and "aten" not in self.s.ops[self.s.order[self.next]]:
             self.advance()  # not the op that comes next: the check below names it
         if self.next >= len(self.s.order):
             raise PlanError(f"the step ran more ops than the graph has ({len(self.s.order)}): '{effect.name}'")
         op = self.s.ops[self.s.order[self.next]]
+        if op["type"] == END_OF_BACKWARD:
+            raise PlanError(f"the step ran '{effect.name}' before the graph's '{op['name']}' was passed: "
+                            "the caller must call runtime.end_backward() when DDP's backward has ended")
         if op.get("aten", effect.name) != effect.name:
             raise PlanError(f"the step left the exported graph at op {op['id']} ('{op['name']}'): it ran "
                             f"'{effect.name}'; export the graph again from this model and batch")
@@ -289,9 +315,9 @@ class _Runner(TorchDispatchMode):
         return out
 
     def _upcoming(self):
-        """The next op of the schedule that runs as an ATen op (communication ops are passed)."""
+        """The next op of the schedule that runs as an ATen op (the others are passed)."""
         j = self.next
-        while j < len(self.s.order) and self.s.framework(self.s.order[j]):
+        while j < len(self.s.order) and "aten" not in self.s.ops[self.s.order[j]]:
             j += 1
         return self.s.ops[self.s.order[j]] if j < len(self.s.order) else {}
 
@@ -414,6 +440,8 @@ class _Runner(TorchDispatchMode):
                 if not (self.next < len(self.s.order) and self.s.order[self.next] == a["op"] and
                         "aten" not in self.s.ops[a["op"]]):
                     break
+                if self.s.ops[a["op"]]["type"] == END_OF_BACKWARD and not self.backward_ended:
+                    break  # DDP is still to copy the buckets back (the module comment)
                 # No ATen op of the step runs it: torch.distributed does (DDP's
                 # all-reduce runs from autograd's hooks), or it is the graph's
                 # end (`step_end`, after which ZeRO's gather of the updated

@@ -11,7 +11,11 @@
 ///   up to `bucket_cap` bytes (`bucket_cap_mb`, 25 MiB; the first bucket
 ///   1 MiB, `first_bucket_bytes_cap`); a bucket is all-reduced as soon as
 ///   its last gradient exists, into the bucket's own buffer (DDP copies the
-///   gradients in, `gradient_as_bucket_view=False`), which the updates read.
+///   gradients in, `gradient_as_bucket_view=False`). Backward ends with
+///   DDP's `finalize_backward` op: on the compute stream, it waits for
+///   every all-reduce and reads every reduced bucket, as DDP waits for them
+///   and copies them back into the gradients before `backward()` returns;
+///   the updates then read the buckets.
 /// - ZeRO-1: optimizer state sharded over the ranks: each rank updates its
 ///   1/n of the parameters (1/n of the update time and the state), then the
 ///   updated parameters are all-gathered.
@@ -124,6 +128,7 @@ class data_parallel_builder {
       emit(v);
       emit_reductions_after(v);
     }
+    if (!sharded_gradients()) finalize_backward();
     for (const index_t v : updates) emit(v);
     if (o_->mode == data_parallel::zero1 || o_->mode == data_parallel::zero2) gather_updated_parameters();
     return std::move(out_);
@@ -203,6 +208,22 @@ class data_parallel_builder {
       add_comm(memplan::detail::concat(scatter ? "reduce_scatter.bucket" : "all_reduce.bucket", b),
                scatter ? "reduce_scatter" : "all_reduce", phase::backward, c, k.bytes, k.gradients, {k.reduced}, false);
     }
+  }
+
+  /// DDP's end of backward: every bucket's all-reduce waited for and its
+  /// values copied back into the gradients (a read and a write of each
+  /// bucket's bytes at the GPU's memory bandwidth, a kernel per bucket).
+  void finalize_backward() {
+    if (buckets_.empty()) return;
+    const device_spec gpu = o_->group.rank_device();
+    op_info op{.id = auto_id, .name = "finalize_backward", .type = "finalize_backward", .phase = phase::backward,
+               .time_us = 0, .workspace_bytes = 0, .inputs = {}, .outputs = {}, .recomputable = false,
+               .split_dims = {}};
+    for (const bucket& k : buckets_) {
+      op.inputs.push_back(k.reduced);
+      op.time_us += gpu.launch_overhead_us + 2 * static_cast<double>(k.bytes) / (gpu.memory_bandwidth_gb_s * 1e3);
+    }
+    out_.add_op(std::move(op));
   }
 
   /// ZeRO-3: which parameters each op reads first in its phase, and the
