@@ -50,8 +50,8 @@ namespace detail {
 /// `maxbatch`, `auto`'s portfolio and `--seed-with`): a plan it calls
 /// feasible has passed the validator (confirm_valid). A planner that lays
 /// out its own plans (`static constexpr bool lays_out = true`: the online
-/// policies' allocator) keeps its layout and its own verdict on it; the
-/// others get one from with_layout.
+/// policies' allocator, tsplit's layout per walk) keeps its layout and its
+/// own verdict on it; the others get one from with_layout.
 template <planner P>
 plan run_planner(const problem& p, const device_spec& d, bytes_t budget, const planner_options& o) {
   plan pl;
