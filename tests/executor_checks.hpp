@@ -140,8 +140,8 @@ void check_every_planner(Backend& backend) {
     for (const auto& entry : planners()) {
       makers.emplace_back(entry.name, [&](bytes_t budget) { return entry.run(w.p, dev, budget, options); });
     }
-    // Its plan laid out as tsplit's are (with_layout per walk): planned
-    // again for a tighter target where the layout overflows the budget.
+    // Its plan laid out as tsplit's are (plan_tsplit): planned again for a
+    // tighter target where the layout overflows the budget.
     makers.emplace_back("tsplit's split walk",
                         [&](bytes_t budget) { return detail::tsplit::plan_tsplit(w.p, dev, budget, "tsplit", {true}, 0); });
     for (const auto& [name, make] : makers) {

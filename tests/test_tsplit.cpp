@@ -615,7 +615,7 @@ TEST_CASE("swaps that stall: Algo 2 again on slower links, the fastest plan kept
       fastest = std::min(fastest, r.time_us);
     }
   }
-  // The planner keeps the fastest (its own plan, before the registry lays it out).
+  // The walks keep the fastest (before tsplit lays the plan out).
   const plan pl = detail::tsplit::plan_walks(p, titan, budget, "tsplit-nosplit", detail::tsplit::walks_of(p, {false}), 0)
                       .result;
   REQUIRE(pl.feasible);

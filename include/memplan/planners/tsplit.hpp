@@ -11,7 +11,9 @@
 /// planner is one-shot): against a target lowered where the plan
 /// overflows (plan_with_feedback), on slower links where its swaps stall
 /// the compute stream (plan_on_links), with and without guarded
-/// checkpoints and split (plan_tsplit). The fastest plan that fits is kept.
+/// checkpoints and split (plan_walks), and, on a graph that communicates,
+/// with the paper's one-stream link model too. The fastest plan whose
+/// memory layout fits the budget is kept (plan_tsplit).
 
 #include <algorithm>
 #include <cstdint>

@@ -221,7 +221,7 @@ struct delta_planner {
   [[nodiscard]] static double link_left_to_swaps(const problem& p, const device_spec& dev) {
     if (!dev.collectives_share_host_link || p.comm.empty()) return 1;
     double comm_us = 0;
-    for (std::size_t s = 0; s < p.num_steps(); ++s) comm_us += p.comm[s] != 0 ? p.time_us[s] : 0;
+    for (std::size_t s = 0; s < p.num_steps(); ++s) comm_us += p.communicates(static_cast<index_t>(s)) ? p.time_us[s] : 0;
     const double step_us = p.baseline_time_us();
     return step_us > 0 ? std::max(1 - comm_us / step_us, 0.05) : 1;
   }
