@@ -52,13 +52,20 @@ def trainers_host_measured(mp, quick):
                         f"{ratio_range(rows, UNPLANNED_RATIO)} for the unplanned runs."]
 
 
+# The last GPU check's JSON, kept in the repository so that the table can be
+# remade anywhere: a session lent a GPU runs `tools/gpu-check --out
+# $OUT/gpu-check.json` there and commits the file it gets back here.
+GPU_CHECK = "docs/data/gpu-check.json"
+
+
 @table("trainers-gpu", minutes=0.1, deterministic=False)
 def trainers_gpu(mp, quick):
-    """The CUDA trainers on a lent GPU: tools/gpu-check's JSON, named by MEMPLAN_GPU_CHECK, as a table."""
-    path = os.environ.get("MEMPLAN_GPU_CHECK", "")
-    if not path or not os.path.isfile(path):
-        raise FileNotFoundError("set MEMPLAN_GPU_CHECK to the JSON file tools/gpu-check wrote on a GPU machine")
-    mp.commands.append("tools/trainer_table.py $MEMPLAN_GPU_CHECK")
+    """The CUDA trainers on a lent GPU: tools/gpu-check's JSON (MEMPLAN_GPU_CHECK, else docs/data/gpu-check.json)."""
+    path = os.environ.get("MEMPLAN_GPU_CHECK") or GPU_CHECK
+    if not os.path.isfile(os.path.join(ROOT, path)):
+        raise FileNotFoundError(f"no GPU check's JSON at {path}: run tools/gpu-check on a GPU machine and commit "
+                                f"its file as {GPU_CHECK} (or name one in MEMPLAN_GPU_CHECK)")
+    mp.commands.append(f"tools/trainer_table.py {path}")
     out = subprocess.run([sys.executable, "tools/trainer_table.py", path], capture_output=True, text=True, check=True,
                          cwd=ROOT).stdout
     lines = out.rstrip("\n").split("\n")
