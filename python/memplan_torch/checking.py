@@ -51,7 +51,10 @@ def check(model_name, batch, *, device, budget, planner, seq_len=64, resolution=
     pairs = [(plain_loss, planned_loss)]
     for (name, a), b in zip(plain_model.named_parameters(), planned_model.parameters()):
         pairs += [(a.grad, b.grad), (a.detach(), b.detach())]
+    # The buffers too: batch norm's running statistics, written in place by forward ops.
+    buffers = list(zip(plain_model.buffers(), planned_model.buffers()))
     diff = max(float((a - b).abs().max()) if a.numel() else 0.0 for a, b in pairs)
-    result.update(identical=all(torch.equal(a, b) for a, b in pairs), max_abs_diff=diff, **step.report)
+    result.update(identical=all(torch.equal(a, b) for a, b in pairs), max_abs_diff=diff,
+                  buffers_identical=all(torch.equal(a, b) for a, b in buffers), **step.report)
     result["under_budget"] = result["accounted_peak_bytes"] <= result["budget_bytes"]
     return result

@@ -10,6 +10,8 @@ carried out every action the plan issues before compute(i), in issue order:
 - swap_in(t): the storage gets its bytes back from the host copy, when
   the tensor is first needed after the swap-in is issued (see below);
 - free(t): the runner drops its reference (t is recomputed later or dead);
+  state with a host copy is shrunk, written back first if a forward op
+  wrote it in place (batch norm's running statistics: `_write_back`);
 - recompute(s): op s runs again on the tensors the plan brought back; an
   in-place op runs on a copy of its input (that copy is the new version),
   batch norm writes its running statistics into scratch copies, and the
@@ -228,13 +230,14 @@ class _Runner(TorchDispatchMode):
         self.current = {}     # storage key -> id of the tensor version it holds
         self.resident = {}    # tensor id -> a tensor over its whole device storage (the runner's copy)
         self.host = {}        # tensor id -> its latest host copy
+        self.dirty = set()    # ids of state written in place on the device since its host copy was made
         self.off = set()      # ids of tensors whose device copy is released (swapped out or freed)
         self.recipes = {}     # op id -> (func, argument templates)
         self.replays = {}     # tensor id -> the unary in-place ops run on it (exporter.Recorder._folds)
         self.acc = Accountant()
         self.next = 0         # position in the schedule of the next op
         self.ap = 0           # the next action
-        self.swapped = self.recomputed = self.early = self.spilled_bytes = 0
+        self.swapped = self.recomputed = self.early = self.spilled_bytes = self.written_back_bytes = 0
         self.spilled = set()  # ids of freed tensors Python still holds, in host memory (_spill)
         self.done = set()     # actions carried out ahead of their turn (_early)
         self.computed = set()  # ops run (a split op's later micro-ops are then no-ops)
@@ -303,6 +306,7 @@ class _Runner(TorchDispatchMode):
         for tid in op.get("in_place", []):  # replayed when its producer is recomputed
             self.replays.setdefault(tid, []).append((func, refs))
         by_key = {storage_key(t): t for t in tensors_in((args, kwargs)) if storage_bytes(t)}
+        self.dirty.update(self.current[k] for k in effect.writes if self.current.get(k) in self.state)
         made = [by_key[k] for k in effect.writes
                 if self.current.get(k) not in self.state and self.current.get(k) not in folded] + effect.made
         self._hold(op, made)
@@ -577,6 +581,7 @@ class _Runner(TorchDispatchMode):
             else:
                 host.copy_(whole)
         self.host[tid] = host
+        self.dirty.discard(tid)
         self.off.add(tid)
         self.swapped += storage.nbytes() if counted else 0
         if tid in self.state:
@@ -607,6 +612,7 @@ class _Runner(TorchDispatchMode):
             raise PlanError(f"plan: swap_in of '{self.s.tensors[tid]['name']}' without a host copy")
         host = self.host[tid]
         self.off.discard(tid)
+        self.dirty.discard(tid)
         storage = self._storage(tid)
         if storage is None:  # its storage went with a free: a new one
             with self._untraced():
@@ -639,10 +645,24 @@ class _Runner(TorchDispatchMode):
         elif self.s.tensors[tid]["kind"] == "input":
             pass  # the caller holds its batch: the accountant keeps counting it
         elif tid in self.host:  # plan.hpp: a host copy holds its latest update
+            self._write_back(tid, storage)
             self.off.add(tid)
             self._shrink(tid, storage)
         else:
             raise PlanError(f"plan: free of persistent tensor '{self.s.tensors[tid]['name']}' without a host copy")
+
+    def _write_back(self, tid, storage):
+        """State that a forward op wrote in place since its host copy was
+        made (batch norm's running statistics, `num_batches_tracked += 1`:
+        the graph records those writes as reads, so the plan frees the
+        device copy believing the host copy current) is copied back to the
+        host first, or the write would be lost (`written_back_bytes`)."""
+        if tid not in self.dirty:
+            return
+        self.dirty.discard(tid)
+        with self._untraced():
+            self.host[tid].copy_(self._whole(storage))
+        self.written_back_bytes += storage.nbytes()
 
     def _spill(self, tid, storage):
         """A freed tensor that Python still holds (nn.Module keeps a layer's
@@ -771,6 +791,7 @@ class _Runner(TorchDispatchMode):
         out = {"accounted_peak_bytes": self.acc.peak, "swapped_out_bytes": self.swapped,
                "recomputed_ops": self.recomputed,
                "early_actions": self.early, "spilled_bytes": self.spilled_bytes,
+               "written_back_bytes": self.written_back_bytes,
                "micro_actions": self.micro_actions}
         if self.communication_ops or self.communication_calls:
             out.update(communication_ops=self.communication_ops, communication_calls=self.communication_calls,

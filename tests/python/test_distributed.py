@@ -77,9 +77,11 @@ class DataParallel(Runs):
         result = dist_check("ddp", 2, "resnet18", 8, resolution=64, device="a100", budget="50%", planner="tsplit")
         self.assertTrue(result["feasible"], result)
         self.assertTrue(result["identical"], result)
+        self.assertTrue(result["buffers_identical"], result)  # batch norm's statistics, written back (runtime.py)
         for r in result["ranks"]:
             with self.subTest(rank=r["rank"]):
                 self.assertEqual(r["max_abs_diff"], 0.0)
+                self.assertGreater(r["written_back_bytes"], 0, r)
                 self.assertEqual(r["collectives"], 3)
                 self.assertEqual(r["communication_restored_bytes"], 0, r)
                 self.assertLessEqual(r["accounted_peak_bytes"], r["budget_bytes"], r)
