@@ -175,10 +175,13 @@ class plan_walk {
     last_update_.assign(tensors, no_index);
     computed_.assign(steps, 0);
     step_parts_.assign(steps, 1);
-    micro_parts_.assign(tensors, 0);
+    // Most plans split nothing: the micro-tensor tables are refilled only
+    // after a walk that used them (or for another problem's size).
+    if (micro_used_ || micro_parts_.size() != tensors) micro_parts_.assign(tensors, 0);
+    if (host_used_ || host_parts_.size() != tensors) host_parts_.assign(tensors, 0);
+    micro_used_ = host_used_ = false;
     micro_at_.resize(tensors);
     micro_copy_.clear();
-    host_parts_.assign(tensors, 0);
     host_at_.resize(tensors);
     host_micro_.clear();
     why_.clear();
@@ -267,6 +270,7 @@ class plan_walk {
     if (micro_parts_[ti] == parts) return true;
     if (micro_parts_[ti] != 0 && any_micro(t)) return false;
     micro_parts_[ti] = parts;
+    micro_used_ = true;
     micro_at_[ti] = micro_copy_.size();
     micro_copy_.resize(micro_copy_.size() + static_cast<std::size_t>(parts), no_index);
     return true;
@@ -551,6 +555,7 @@ class plan_walk {
     if (!saves) return true;
     if (host_parts_[ti] != act.parts) {
       host_parts_[ti] = act.parts;
+      host_used_ = true;
       host_at_[ti] = host_micro_.size();
       host_micro_.resize(host_micro_.size() + static_cast<std::size_t>(act.parts), no_index);
     }
@@ -573,6 +578,8 @@ class plan_walk {
   std::vector<index_t> host_parts_;    ///< per tensor: parts of its micro-tensors' host copies, 0: none
   std::vector<std::size_t> host_at_;   ///< per tensor: its slots in host_micro_
   std::vector<index_t> host_micro_;    ///< host copies of micro-tensors, or no_index
+  bool micro_used_ = false;            ///< micro_parts_ has an entry set
+  bool host_used_ = false;             ///< host_parts_ has an entry set
 };
 
 }  // namespace memplan

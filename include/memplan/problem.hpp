@@ -108,25 +108,31 @@ struct problem {
 
   /// Bytes live during each step, workspace included, with no planning.
   [[nodiscard]] std::vector<bytes_t> baseline_memory() const {
-    const std::size_t n = num_steps();
-    std::vector<bytes_t> delta(n + 1, 0);
-    if (n == 0) return {};
-    for (std::size_t t = 0; t < num_tensors(); ++t) {
-      delta[static_cast<std::size_t>(live_begin(static_cast<index_t>(t)))] += bytes[t];
-      delta[static_cast<std::size_t>(live_end(static_cast<index_t>(t))) + 1] -= bytes[t];
-    }
-    std::vector<bytes_t> live(n);
+    std::vector<bytes_t> live;
+    live_changes(live);
     bytes_t running = 0;
-    for (std::size_t s = 0; s < n; ++s) {
-      running += delta[s];
+    for (std::size_t s = 0; s < num_steps(); ++s) {
+      running += live[s];
       live[s] = running + workspace[s];
     }
+    live.resize(num_steps());
     return live;
   }
   /// Peak device memory with no planning (DESIGN.md §4's liveness rule).
   [[nodiscard]] bytes_t baseline_peak() const {
-    const auto live = baseline_memory();
-    return live.empty() ? 0 : *std::ranges::max_element(live);
+    std::vector<bytes_t> scratch;
+    return baseline_peak(scratch);
+  }
+  /// `baseline_peak()` with a buffer a caller reuses across calls (the simulator's).
+  [[nodiscard]] bytes_t baseline_peak(std::vector<bytes_t>& scratch) const {
+    live_changes(scratch);
+    bytes_t running = 0;
+    bytes_t peak = 0;
+    for (std::size_t s = 0; s < num_steps(); ++s) {
+      running += scratch[s];
+      peak = std::max(peak, running + workspace[s]);
+    }
+    return peak;
   }
   /// The iteration time with no planning: the sum of op times, or, where
   /// ops communicate, when the last op ends with the communication ops on
@@ -153,6 +159,16 @@ struct problem {
   }
 
  private:
+  /// Per step (one more at the end), the bytes that become live there less
+  /// those freed after the step before.
+  void live_changes(std::vector<bytes_t>& delta) const {
+    delta.assign(num_steps() + 1, 0);
+    if (num_steps() == 0) return;
+    for (std::size_t t = 0; t < num_tensors(); ++t) {
+      delta[static_cast<std::size_t>(live_begin(static_cast<index_t>(t)))] += bytes[t];
+      delta[static_cast<std::size_t>(live_end(static_cast<index_t>(t))) + 1] -= bytes[t];
+    }
+  }
   template <class T>
   static std::span<const T> csr(const std::vector<index_t>& begin, const std::vector<T>& list, index_t i) {
     const auto b = static_cast<std::size_t>(begin[static_cast<std::size_t>(i)]);

@@ -114,9 +114,8 @@ class simulator {
   /// The host copy of offloaded state, there from the start (swap_outs name the others).
   static constexpr index_t from_start = -3;
   /// A vector clock (happens-before): per stream, the latest action of it
-  /// that has surely ended at some point; last, the stream of the action
-  /// it belongs to.
-  using clock = std::array<index_t, stream_count + 1>;
+  /// that has surely ended at some point. Four indices, one SIMD register.
+  struct alignas(16) clock : std::array<index_t, stream_count> {};
 
   report run(const problem& p, const plan& pl, const device_spec& dev, bytes_t budget, const simulate_options& opts,
              unbounded_need* need) {
@@ -124,7 +123,7 @@ class simulator {
     report r;
     r.planner = pl.planner;
     r.budget_bytes = budget;
-    r.baseline_peak_bytes = p.baseline_peak();
+    r.baseline_peak_bytes = p.baseline_peak(baseline_);
     r.baseline_time_us = p.baseline_time_us();
     bool needs_rerun = false;  // for `need`: pass 1 must run again, without a budget
     if (need != nullptr) *need = {};
@@ -352,7 +351,7 @@ class simulator {
       // on different streams): per stream, the latest action of that stream
       // guaranteed to have ended before a starts — what has ended once its
       // stream's previous action and its waits have.
-      clock c{no_index, no_index, no_index, no_index, static_cast<index_t>(stream)};
+      clock c{{no_index, no_index, no_index, no_index}};
       if (const index_t before = last[static_cast<std::size_t>(stream)]; before != no_index) join(c, before);
       for (const index_t w : pl.waits_of(static_cast<std::size_t>(a))) {
         start = std::max(start, s.end_[static_cast<std::size_t>(w)]);
@@ -360,9 +359,10 @@ class simulator {
       }
       if (s.link_shared_) share_link();
       seen = c;
-      // Once a ends, so has a itself on its stream. Constant indices keep c
-      // in registers: a store to c[stream] would stall the wide copy below.
-      for (std::size_t k = 0; k < stream_count; ++k) c[k] = k == static_cast<std::size_t>(stream) ? a : c[k];
+      // Once a ends, so has a itself on its stream (a is later than every
+      // entry). A max, not a store to c[stream], keeps c in a register.
+      const auto own = static_cast<std::size_t>(stream);
+      for (std::size_t k = 0; k < stream_count; ++k) c[k] = std::max(c[k], static_cast<index_t>(k == own) * (a + 1) - 1);
       s.clocks_[static_cast<std::size_t>(a)] = c;
       end_us = start + duration;
     }
@@ -410,7 +410,7 @@ class simulator {
     }
     /// Action m is guaranteed to have ended before the action being read starts.
     [[nodiscard]] [[gnu::always_inline]] bool ordered(index_t m) const {
-      return seen[static_cast<std::size_t>(s.clocks_[static_cast<std::size_t>(m)][stream_count])] >= m;
+      return seen[static_cast<std::size_t>(s.info_[static_cast<std::size_t>(m)].stream)] >= m;
     }
     /// Records the first action that may start before `m`, which it needs
     /// (a timing that happens to cover it is a race on a device).
@@ -580,17 +580,24 @@ class simulator {
         at[s] = static_cast<std::size_t>(info.next);
       }
     };
+    // The streams with events left, in stream order (most plans use two or
+    // three of the four): the lowest (time, rank) wins, the first on a tie.
+    std::size_t active[stream_count];
+    std::size_t live = 0;
     for (std::size_t s = 0; s < stream_count; ++s) {
       at[s] = static_cast<std::size_t>(first_[s]);
       next_event(s);
+      if (time[s] != never) active[live++] = s;
     }
-    for (;;) {
-      std::size_t best = 0;
-      for (std::size_t s = 1; s < stream_count; ++s) {
-        if (time[s] < time[best] || (time[s] == time[best] && rank[s] < rank[best])) best = s;
+    while (live > 0) {
+      std::size_t k_best = 0;
+      for (std::size_t k = 1; k < live; ++k) {
+        const std::size_t s = active[k];
+        const std::size_t b = active[k_best];
+        if (time[s] < time[b] || (time[s] == time[b] && rank[s] < rank[b])) k_best = k;
       }
+      const std::size_t best = active[k_best];
       const double now = time[best];
-      if (now == never) break;
       const action_info& info = info_[at[best]];
       bytes_t change = 0;
       if (allocated[best]) {
@@ -602,6 +609,10 @@ class simulator {
         change = info.alloc;
       }
       next_event(best);
+      if (time[best] == never) {
+        std::copy(active + k_best + 1, active + live, active + k_best);
+        --live;
+      }
       in_use += change;
       if (in_use > budget) return false;  // `run` discards the curve so far
       peak = std::max(peak, in_use);
@@ -854,8 +865,8 @@ class simulator {
   std::size_t copy_count_ = 0;  ///< used part of `copies_`
   std::size_t copy_room_ = 0;   ///< copies_.size()
   /// Pass 1's happens-before: per action, the latest action of each stream
-  /// guaranteed to have ended once it ends (itself on its own stream), and
-  /// its own stream (`resolver::begin`); per copy, its latest holder on each
+  /// guaranteed to have ended once it ends (itself on its own stream)
+  /// (`resolver::begin`); per copy, its latest holder on each
   /// stream so far, kept only for a plan that splits copies in place.
   std::vector<clock> clocks_;
   std::vector<std::array<index_t, stream_count>> holders_;
@@ -866,6 +877,7 @@ class simulator {
   bool link_shared_ = false;
   plan_walk walk_;  ///< pass 1
   bytes_t initial_bytes_ = 0;
+  std::vector<bytes_t> baseline_;  ///< problem::baseline_peak's buffer
 };
 
 /// Simulates `pl` on `dev` under `budget` (DESIGN.md §5). Use a `simulator`
