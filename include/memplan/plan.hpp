@@ -261,7 +261,7 @@ struct plan {
     return {waits.data() + b, static_cast<std::size_t>(wait_begin[a + 1]) - b};
   }
   /// Appends an action that waits on `on` (indices of earlier actions).
-  index_t push(action a, std::span<const index_t> on = {}) {
+  [[gnu::always_inline]] index_t push(action a, std::span<const index_t> on = {}) {
     actions.push_back(a);
     waits.insert(waits.end(), on.begin(), on.end());
     wait_begin.push_back(static_cast<index_t>(waits.size()));

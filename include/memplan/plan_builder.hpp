@@ -51,11 +51,11 @@ class plan_builder {
   /// `after`: more actions to wait for (an online allocator's reuse of
   /// bytes that actions on other streams still hold).
   index_t compute(index_t step, index_t parts = 1, index_t part = no_index, std::span<const index_t> after = {}) {
-    return add({action_kind::compute, step, no_index, parts, part}, after);
+    return add(action_kind::compute, step, no_index, parts, part, after);
   }
   /// Appends a recompute of step `step`, as `compute`, and returns its action index.
   index_t recompute(index_t step, index_t parts = 1, index_t part = no_index, std::span<const index_t> after = {}) {
-    return add({action_kind::recompute, step, no_index, parts, part}, after);
+    return add(action_kind::recompute, step, no_index, parts, part, after);
   }
   /// Appends a swap-out of tensor `t` and returns its action index.
   /// `after`: more actions to wait for. Copy streams run ahead of the
@@ -63,28 +63,28 @@ class plan_builder {
   /// needs an in-trigger (Capuchin §4.3) or it would bring the tensor back
   /// as soon as it left.
   index_t swap_out(index_t t, std::span<const index_t> after = {}) {
-    return add({action_kind::swap_out, no_index, t, 1, no_index}, after);
+    return add(action_kind::swap_out, no_index, t, 1, no_index, after);
   }
   /// Appends a swap-in of tensor `t` (after its swap-out, or of offloaded
   /// state) and returns its action index; `after` as for `swap_out`.
   index_t swap_in(index_t t, std::span<const index_t> after = {}) {
-    return add({action_kind::swap_in, no_index, t, 1, no_index}, after);
+    return add(action_kind::swap_in, no_index, t, 1, no_index, after);
   }
   /// Appends a free of tensor `t` and returns its action index.
-  index_t free(index_t t) { return add({action_kind::free, no_index, t, 1, no_index}); }
+  index_t free(index_t t) { return add(action_kind::free, no_index, t, 1, no_index); }
   /// Micro-tensor `part` of `parts` of t. Releasing one of a whole tensor
   /// splits it in place, so the release also waits for the latest
   /// compute-stream action and the copies that hold the whole tensor.
   index_t swap_out(index_t t, index_t parts, index_t part, std::span<const index_t> after = {}) {
-    return add({action_kind::swap_out, no_index, t, parts, part}, after);
+    return add(action_kind::swap_out, no_index, t, parts, part, after);
   }
   /// Swaps micro-tensor `part` of `parts` of t back in, from a host copy of
   /// it or of the whole tensor.
   index_t swap_in(index_t t, index_t parts, index_t part, std::span<const index_t> after = {}) {
-    return add({action_kind::swap_in, no_index, t, parts, part}, after);
+    return add(action_kind::swap_in, no_index, t, parts, part, after);
   }
   /// Frees micro-tensor `part` of `parts` of t (splitting a whole t in place).
-  index_t free(index_t t, index_t parts, index_t part) { return add({action_kind::free, no_index, t, parts, part}); }
+  index_t free(index_t t, index_t parts, index_t part) { return add(action_kind::free, no_index, t, parts, part); }
 
   /// Persistent tensor t lives in host memory between iterations (see
   /// plan::offloaded_state); call before any action that touches it, in
@@ -183,7 +183,12 @@ class plan_builder {
     void end(index_t) {}
   };
 
-  index_t add(action x, std::span<const index_t> after = {}) {
+  /// Appends an action. Its fields come as values, not as an `action` the
+  /// caller built in memory: copying that whole would wait for the caller's
+  /// stores to it (store forwarding), a fifth of a HOME evaluation's emission.
+  index_t add(action_kind kind, index_t step, index_t tensor, index_t parts, index_t part,
+              std::span<const index_t> after = {}) {
+    const action x{kind, step, tensor, parts, part};
     const index_t a = plan_.push(x, after);
     if (walking_) walking_ = walk_.step(a, deriver_);
     if (stream_of(*p_, x) == stream_kind::compute) last_compute_ = a;  // an in-place split waits for it

@@ -65,6 +65,10 @@ namespace memplan {
 struct simulate_options {
   bool record_timeline = false;  ///< fill `report::timeline`
   bool record_memory = false;    ///< fill `report::memory_curve`
+  /// Say in `report::failure` why a plan runs out of memory (the kind is
+  /// set either way). A search that ranks thousands of plans by their
+  /// numbers turns it off: the message costs more than the run.
+  bool describe_failure = true;
 };
 
 /// What a plan needs with no budget: the verdict of
@@ -103,8 +107,9 @@ class simulator {
   /// \returns the report under `budget`; when it is infeasible, `need` is
   ///          the verdict without a budget (`need.feasible` false: the plan
   ///          is invalid, whatever the budget).
-  report run(const problem& p, const plan& pl, const device_spec& dev, bytes_t budget, unbounded_need& need) {
-    return run(p, pl, dev, budget, {}, &need);
+  report run(const problem& p, const plan& pl, const device_spec& dev, bytes_t budget, unbounded_need& need,
+             const simulate_options& opts = {}) {
+    return run(p, pl, dev, budget, opts, &need);
   }
 
  private:
@@ -687,6 +692,7 @@ class simulator {
       record(0);
       if (in_use > budget) {
         r.kind = failure_kind::out_of_memory;
+        if (!opts.describe_failure) return false;
         r.failure = detail::concat("out of memory at time 0: the tensors without a producer need ",
                                    format_bytes(in_use), ", budget ", format_bytes(budget));
         return false;
@@ -824,6 +830,7 @@ class simulator {
     void out_of_memory() {
       const bytes_t need = s.info_[static_cast<std::size_t>(blocked)].alloc;
       r.kind = failure_kind::out_of_memory;
+      if (!opts.describe_failure) return;
       r.failure = detail::concat("out of memory at ", plan_walk::describe(p, pl, blocked), ", at ", now,
                                  " us: needs ", format_bytes(need), " (", format_bytes(in_use + need - budget),
                                  " more than is free), ", format_bytes(in_use), " in use, budget ",

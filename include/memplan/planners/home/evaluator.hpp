@@ -186,7 +186,7 @@ class evaluator {
       return {std::max<bytes_t>(free_run.peak_bytes - budget_, 1), free_run.time_us};
     }
     unbounded_need need;
-    const report r = sim_.run(*p_, pl, *dev_, budget_, need);
+    const report r = sim_.run(*p_, pl, *dev_, budget_, need, {.describe_failure = false});
     if (r.feasible) return {0, r.time_us};
     MEMPLAN_EXPECTS(need.feasible, error, "home: an emitted plan is invalid: ", r.failure);
     return {std::max<bytes_t>(need.peak_bytes - budget_, 1), need.time_us};
