@@ -261,6 +261,8 @@ struct plan {
     return {waits.data() + b, static_cast<std::size_t>(wait_begin[a + 1]) - b};
   }
   /// Appends an action that waits on `on` (indices of earlier actions).
+  /// Inlined, so that `a` built from values is stored field by field, not
+  /// copied whole through memory (plan_builder::add).
   [[gnu::always_inline]] index_t push(action a, std::span<const index_t> on = {}) {
     actions.push_back(a);
     waits.insert(waits.end(), on.begin(), on.end());

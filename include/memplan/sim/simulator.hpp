@@ -157,7 +157,7 @@ class simulator {
       }
     }
     r.peak_live_bytes = r.peak_bytes;
-    if (r.kind == failure_kind::none && !pl.offsets.empty()) judge_layout(p, pl, dev, budget, r);
+    if (r.kind == failure_kind::none && !pl.offsets.empty()) judge_layout(p, pl, dev, budget, opts, r);
     r.feasible = r.kind == failure_kind::none;
     r.overhead = !r.feasible ? std::numeric_limits<double>::quiet_NaN()
                  : r.baseline_time_us > 0 ? r.time_us / r.baseline_time_us - 1
@@ -172,7 +172,8 @@ class simulator {
   /// A plan with a layout (plan_layout.hpp): its offsets must hold its
   /// allocations apart in the timeline just run, and its arena is the peak
   /// and must fit the budget.
-  void judge_layout(const problem& p, const plan& pl, const device_spec& dev, bytes_t budget, report& r) {
+  void judge_layout(const problem& p, const plan& pl, const device_spec& dev, bytes_t budget,
+                    const simulate_options& opts, report& r) {
     record_start_order();
     const runtime::layout l = runtime::layout_of(p, pl);
     const allocation_lifetimes a = lifetimes_of(l, start_, end_, order_);
@@ -184,6 +185,7 @@ class simulator {
     r.peak_bytes = r.arena_bytes;
     if (r.arena_bytes <= budget) return;
     r.kind = failure_kind::out_of_memory;
+    if (!opts.describe_failure) return;
     r.failure = detail::concat("out of memory: the layout's arena needs ", format_bytes(r.arena_bytes),
                                " (peak of live bytes ", format_bytes(r.peak_live_bytes), "), budget ",
                                format_bytes(budget));
