@@ -100,6 +100,7 @@ double ratio_of(const problem& p, const plan& pl, bytes_t budget, const device_s
 TEST_CASE("dtr log: the corpus, against the DTR simulator") {
   const device_spec titan_v = find_device("titan-v");
   int laid_out_close = 0;  // cells where the registry's dtr, laid out, lands close
+  int laid_out_fits = 0;   // cells where it fits
   for (const corpus_log& c : corpus) {
     INFO(std::string(c.prefix));
     const auto [log, p] = load(c.prefix);
@@ -138,6 +139,11 @@ TEST_CASE("dtr log: the corpus, against the DTR simulator") {
       const plan laid_out = find_planner("dtr").run(p, titan_v, budget, planner_options{});
       const double mine = ratio_of(p, laid_out, budget, titan_v);
       if (mine > 0 && close_to_simulator(mine, c.simulator[i])) ++laid_out_close;
+      if (mine > 0) ++laid_out_fits;
+      // DenseNet-121 at 0.3: DTR's plan needs an arena 17 % above its live
+      // bytes; DTR in the arena evicts contiguous windows instead (1.562
+      // at a tighter target).
+      if (c.prefix == std::string_view("tv_densenet121") && i == 0) CHECK(mine == doctest::Approx(1.475).epsilon(0.001));
       if (mine > 0) CHECK(mine >= ratio * 0.999);
       if (mine > 0 && p.num_steps() < 500) {
         const validation v = validate(p, laid_out, titan_v, budget);
@@ -145,10 +151,12 @@ TEST_CASE("dtr log: the corpus, against the DTR simulator") {
       }
     }
   }
-  // Of the 30 cells where DTR's simulator fits, the laid-out plan lands
-  // close on 23; the other 7 (DenseNet-121 at 0.3-0.7, InceptionV4 at 0.3
-  // and 0.5, LSTM at 0.5, U-Net at 0.5) need an arena 3-17 % above the
-  // live bytes.
+  // Of the 30 cells where DTR's simulator fits, the laid-out plan fits all
+  // and lands close on 23; on the other 7 (DenseNet-121 at 0.3-0.7,
+  // InceptionV4 at 0.3 and 0.5, LSTM at 0.5, U-Net at 0.5) DTR's plan needs
+  // an arena 3-17 % above its live bytes, and neither DTR for a tighter
+  // target nor DTR in the arena comes within the tolerance.
+  CHECK(laid_out_fits == 30);
   CHECK(laid_out_close == 23);
 }
 

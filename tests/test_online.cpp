@@ -339,6 +339,43 @@ TEST_CASE("dtr's simulator on a chain, worked by hand") {
   CHECK_MESSAGE(none.pl.reason.find("op 'b'") != std::string::npos, none.pl.reason);
 }
 
+TEST_CASE("dtr in an arena evicts a contiguous window, worked by hand") {
+  // x(100, input) -a 1 ms-> A(100) -b 2 ms-> B(100) -c 3 ms-> C(100);
+  // backward (may not run again): d: C -> D(200); e: B, D -> E(100);
+  // f: A, E -> F(100). Budget 500, alignment 1, best fit.
+  test::graph_maker m;
+  m.tensor("x", 100, tensor_kind::input);
+  for (const char* name : {"A", "B", "C"}) m.tensor(name, 100, tensor_kind::activation);
+  m.tensor("D", 200, tensor_kind::activation);
+  for (const char* name : {"E", "F"}) m.tensor(name, 100, tensor_kind::activation);
+  m.op("a", 1000, {0}, {1});
+  m.op("b", 2000, {1}, {2});
+  m.op("c", 3000, {2}, {3});
+  m.op("d", 1000, {3}, {4}, 0, phase::backward);
+  m.op("e", 1000, {2, 4}, {5}, 0, phase::backward);
+  m.op("f", 1000, {1, 5}, {6}, 0, phase::backward);
+  const problem p = m.compile();
+  // x@0 A@100 B@200 C@300. d's D needs 200: by count A goes (h = 1 ms /
+  // (100 B * 5 ms) below B's 2 ms / (100 B * 3 ms)), leaving the holes
+  // [100, 200) and [400, 500); the only window of 200 B without a locked
+  // tensor is [100, 300): B goes too, D@100. C dies after d: e's B is
+  // remade (first A@300, the one hole [300, 500); then B@400); E needs A's
+  // room (A is the only candidate): E@300. f remakes A in B's old place
+  // (@400, the smaller hole) and F@100 where D was.
+  const auto r = online::run_dtr(p, 500, 0, 1);
+  REQUIRE_MESSAGE(r.pl.feasible, r.pl.reason);
+  CHECK(r.counts.evictions == 3);
+  CHECK(r.counts.recomputations == 3);
+  CHECK(r.pl.offsets == std::vector<bytes_t>{0, 100, 200, 300, 100, 300, 400, 300, 400, 100});
+  CHECK(r.pl.arena_bytes == 500);
+  // Counting bytes alone, B stays: A goes for D and is remade for f.
+  const auto counted = online::run_dtr(p, 500);
+  REQUIRE(counted.pl.feasible);
+  CHECK(counted.counts.evictions == 1);
+  CHECK(counted.counts.recomputations == 1);
+  check_valid(p, r.pl, test::byte_per_us_device(), 500);
+}
+
 TEST_CASE("dtr's simulator keeps what the framework holds, and remakes evicted outputs at the end") {
   // x -> y (a, 1 ms) -> z (b, 1 ms); the framework holds y until after c
   // (step 2: c reads z only). z is persistent (an output of the iteration),

@@ -67,6 +67,21 @@ class arena {
     return std::nullopt;
   }
 
+  /// The offset of a block of exactly `extent` bytes at the start of the
+  /// smallest hole that holds it (best fit, Knuth TAOCP vol. 1 §2.5; the
+  /// lowest such hole on ties), or nothing. Offsets stay multiples of a
+  /// caller's alignment if every extent and the capacity are.
+  [[nodiscard]] std::optional<bytes_t> allocate_best_fit(bytes_t extent) {
+    if (extent == 0) return bytes_t{0};
+    auto best = holes_.end();
+    for (auto it = holes_.begin(); it != holes_.end(); ++it) {
+      if (it->second >= extent && (best == holes_.end() || it->second < best->second)) best = it;
+    }
+    if (best == holes_.end()) return std::nullopt;
+    const bytes_t offset = best->first;
+    return allocate_at(offset, extent) ? std::optional<bytes_t>(offset) : std::nullopt;
+  }
+
   /// Takes the `extent` bytes at `offset` (a block placed by a memory
   /// layout rather than found by first fit). \returns false, taking
   /// nothing, if any of them is taken already or past the capacity.

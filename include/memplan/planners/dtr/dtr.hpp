@@ -10,7 +10,12 @@
 /// Two accountings (`--allocator`):
 /// - `none` (default): DTR's own simulator (planners/dtr/dtr_runtime.hpp):
 ///   the budget bounds the bytes in use; the plan is then laid out like a
-///   static planner's (verdict.hpp's with_layout).
+///   static planner's (verdict.hpp's with_layout). DTR keeps memory at the
+///   budget, so its evictions can leave the bytes free but scattered: where
+///   that layout overflows the arena, DTR also runs in the arena itself
+///   (best fit, the cheapest contiguous window evicted where nothing
+///   holds an allocation), and the faster of that plan and with_layout's
+///   (DTR for a tighter target) is the result.
 /// - `caching`: DTR's policy inside a framework on PyTorch's caching
 ///   allocator (planners/dtr/online.hpp), as DELTA §5.2-5.3 measured it:
 ///   fragmentation is paid for with evictions, driver calls with time.
@@ -73,13 +78,34 @@ struct dtr_planner {
       if (pl.feasible) detail::judge(p, pl, dev);
       return pl;
     }
-    return detail::with_layout(
+    int runs = 0;
+    bool counted_fits = false;  // DTR's plan for the budget itself fits by its count
+    plan laid = detail::with_layout(
         [&](bytes_t target) {
           plan pl = detail::dtr::run_dtr(p, target, o.time_limit_s).pl;
           if (pl.feasible) detail::judge(p, pl, dev);
+          if (runs++ == 0) counted_fits = pl.feasible;
           return pl;
         },
         p, dev, budget);
+    // DTR's own plan fits as laid out, or does not fit even by count.
+    if ((laid.feasible && runs == 1) || !counted_fits) return laid;
+    plan arena = in_arena(p, dev, budget, o);
+    if (!arena.feasible) return laid;  // its reason names the layout's overflow
+    if (!laid.feasible) return arena;
+    simulator sim;
+    return sim.run(p, arena, dev, budget).time_us < sim.run(p, laid, dev, budget).time_us ? arena : laid;
+  }
+
+ private:
+  /// DTR run in an arena of `budget` (dtr_runtime's arena), with its layout.
+  static plan in_arena(const problem& p, const device_spec& dev, bytes_t budget, const planner_options& o) {
+    plan pl = detail::dtr::run_dtr(p, budget, o.time_limit_s, dev.alignment).pl;
+    pl.budget = budget;
+    if (!pl.feasible) return pl;
+    detail::judge(p, pl, dev);
+    if (pl.feasible) pl.best_peak = pl.arena_bytes;  // as with_layout reports a laid-out plan
+    return pl;
   }
 };
 static_assert(planner<dtr_planner>);

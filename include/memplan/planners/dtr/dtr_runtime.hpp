@@ -43,6 +43,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,6 +53,8 @@
 #include "memplan/plan_builder.hpp"
 #include "memplan/planners/dtr/lineage.hpp"
 #include "memplan/problem.hpp"
+#include "memplan/runtime/arena.hpp"
+#include "memplan/runtime/layout.hpp"
 
 namespace memplan::detail::dtr {
 
@@ -63,7 +67,10 @@ struct dtr_counts {
 
 class dtr_runtime {
  public:
-  dtr_runtime(const problem& p, bytes_t budget, double time_limit_s)
+  /// With `arena_alignment` > 0, DTR in an arena of the budget: every
+  /// allocation also takes an offset there, its bytes rounded up to that
+  /// alignment (`place_allocations`), and the plan comes with that layout.
+  dtr_runtime(const problem& p, bytes_t budget, double time_limit_s, bytes_t arena_alignment = 0)
       : p_(&p),
         budget_(budget),
         time_limit_s_(time_limit_s),
@@ -77,7 +84,10 @@ class dtr_runtime {
         next_(n_, no_index),
         prev_(n_, no_index),
         in_pool_(n_, 0),
-        dies_after_(p.num_steps()) {
+        dies_after_(p.num_steps()),
+        align_(arena_alignment),
+        offset_(arena_alignment > 0 ? n_ : 0, -1) {
+    if (align_ > 0) arena_.emplace(budget / align_ * align_);
     const std::vector<index_t> death = death_steps(p, true);
     for (std::size_t t = 0; t < n_; ++t) {
       const auto ti = static_cast<index_t>(t);
@@ -102,7 +112,7 @@ class dtr_runtime {
 
   result run() && {
     const auto n = static_cast<index_t>(p_->num_steps());
-    bool ok = used_ <= budget_ ||
+    bool ok = (used_ <= budget_ && !unplaced_) ||
               fail(failure_kind::out_of_memory, concat("the tensors without a producer need ", used_, " bytes"));
     for (index_t s = 0; ok && s < n; ++s) ok = step(s);
     if (ok) ok = keep_outputs();
@@ -110,6 +120,7 @@ class dtr_runtime {
     if (ok) b_.set_best_peak(peak_);
     plan pl = std::move(b_).finish();
     if (ok) leave_out_last_frees(*p_, pl);
+    if (ok && arena_) lay_out(pl);
     return {std::move(pl), counts_};
   }
 
@@ -189,7 +200,7 @@ class dtr_runtime {
     }
     bytes_t need = p_->workspace[static_cast<std::size_t>(u)];
     for (const index_t t : p_->outputs(u)) need += p_->bytes[at(t)];
-    if (!make_room(need, u)) return false;
+    if (!make_room(need, u) || (arena_ && !place_allocations(u, wanted))) return false;
     run_op(u, kind, wanted, need);
     for (const index_t in : inputs) unlock(in);
     return true;
@@ -203,6 +214,8 @@ class dtr_runtime {
     used_ += need;
     peak_ = std::max(peak_, used_);
     used_ -= p_->workspace[static_cast<std::size_t>(u)];
+    if (arena_) arena_->deallocate_extent(workspace_offset_, extent(p_->workspace[static_cast<std::size_t>(u)]));
+    ++ops_;
     kind == action_kind::compute ? b_.compute(u) : b_.recompute(u);
     const auto outputs = p_->outputs(u);
     made_.clear();
@@ -252,9 +265,140 @@ class dtr_runtime {
     return true;
   }
 
+  // ---- the arena ----
+
+  /// Gives op u's new outputs (those not on the device; for a recompute,
+  /// `wanted` and the missing others) and its workspace offsets, largest
+  /// first, best fit; where one finds no hole, the cheapest window that
+  /// holds it is evicted (`evict_window`). The outputs already on the
+  /// device are locked meanwhile: they stay.
+  bool place_allocations(index_t u, index_t wanted) {
+    std::vector<index_t> fresh;  // the outputs to place; no_index: the workspace
+    std::vector<index_t> kept;
+    for (const index_t t : p_->outputs(u)) {
+      (t == wanted || material_[at(t)] == 0 ? fresh : kept).push_back(t);
+    }
+    fresh.push_back(no_index);
+    const auto bytes_of = [&](index_t t) { return t == no_index ? p_->workspace[at(u)] : p_->bytes[at(t)]; };
+    std::ranges::stable_sort(fresh, [&](index_t a, index_t b) { return bytes_of(a) > bytes_of(b); });
+    for (const index_t t : kept) lock(t);
+    bool ok = true;
+    placed_.clear();
+    for (const index_t t : fresh) {
+      const bytes_t bytes = bytes_of(t);
+      std::optional<bytes_t> o;
+      while (ok && !(o = arena_->allocate_best_fit(extent(bytes)))) ok = evict_window(extent(bytes));
+      if (!ok) {
+        fail(failure_kind::out_of_memory, concat("op '", p_->op_name[at(u)], "' needs ", bytes,
+                                                 " contiguous bytes; no window of the arena holds them"));
+        break;
+      }
+      (t == no_index ? workspace_offset_ : offset_[at(t)]) = *o;
+      placed_.emplace_back(*o, *o + extent(bytes));
+      made_at_.push_back({ops_, t, *o});
+    }
+    for (const index_t t : kept) unlock(t);
+    if (!ok) return false;
+    for (const index_t t : fresh) {
+      if (t != no_index && p_->bytes[at(t)] > 0) resident_.emplace(offset_[at(t)], t);
+    }
+    return true;
+  }
+
+  /// Evicts the candidates in the cheapest window of `size` contiguous
+  /// bytes made only of holes and candidates: the cost of a window is the
+  /// sum over its candidates of h_DTR^eq times bytes (the recompute time per
+  /// unit of staleness it gives up). \returns false if no window exists.
+  bool evict_window(bytes_t size) {
+    struct piece {
+      bytes_t lo, hi;
+      index_t tensor;    // no_index: a hole, or a block of the op being placed
+      long double cost;  // < 0: cannot go
+    };
+    std::vector<piece> taken;
+    for (const auto& [o, t] : resident_) {
+      // A score of c / 0 (just read) counts as very dear, not infinite: the window sums stay finite.
+      const long double cost =
+          in_pool_[at(t)] != 0 ? std::min(score(t) * static_cast<long double>(p_->bytes[at(t)]), 1e30L) : -1;
+      taken.push_back({o, o + extent(p_->bytes[at(t)]), t, cost});
+    }
+    for (const auto& [lo, hi] : placed_) taken.push_back({lo, hi, no_index, -1});
+    std::ranges::sort(taken, {}, &piece::lo);
+    std::vector<piece> line;  // holes and blocks in offset order
+    bytes_t top = 0;
+    for (const piece& x : taken) {
+      if (x.lo > top) line.push_back({top, x.lo, no_index, 0});
+      line.push_back(x);
+      top = x.hi;
+    }
+    if (arena_->capacity() > top) line.push_back({top, arena_->capacity(), no_index, 0});
+    long double best = std::numeric_limits<long double>::infinity();
+    std::size_t best_i = 0, best_j = 0;
+    long double sum = 0;
+    std::size_t i = 0;
+    for (std::size_t j = 0; j < line.size(); ++j) {
+      if (line[j].cost < 0) {  // no window spans it
+        i = j + 1;
+        sum = 0;
+        continue;
+      }
+      sum += line[j].cost;
+      while (i < j && line[j].hi - line[i + 1].lo >= size) sum -= line[i++].cost;
+      if (line[j].hi - line[i].lo >= size && sum < best) best = sum, best_i = i, best_j = j + 1;
+    }
+    bool evicted = false;
+    for (std::size_t k = best_i; k < best_j; ++k) {
+      if (line[k].tensor == no_index) continue;
+      evict(line[k].tensor);
+      ++counts_.evictions;
+      evicted = true;
+    }
+    return evicted;
+  }
+
+  /// The arena bytes a block of `bytes` takes.
+  [[nodiscard]] bytes_t extent(bytes_t bytes) const { return (bytes + align_ - 1) / align_ * align_; }
+
+  /// Sets `pl`'s layout (plan_layout.hpp) to the offsets the arena gave:
+  /// its device allocations are, in order, the tensors there at the start
+  /// and, per op action, what it makes, as `made_at_` recorded (DTR's plans
+  /// neither swap nor split).
+  void lay_out(plan& pl) const {
+    const runtime::layout l = runtime::layout_of(*p_, pl);
+    std::vector<index_t> rank(pl.actions.size(), no_index);
+    index_t ops = 0;
+    for (std::size_t a = 0; a < pl.actions.size(); ++a) {
+      if (pl.actions[a].kind != action_kind::free) rank[a] = ops++;
+    }
+    std::vector<std::size_t> first(static_cast<std::size_t>(ops) + 1, 0);  // made_at_ is in op order
+    for (const made_at& m : made_at_) ++first[static_cast<std::size_t>(m.op) + 1];
+    for (std::size_t k = 1; k < first.size(); ++k) first[k] += first[k - 1];
+    pl.offsets.clear();
+    pl.arena_bytes = 0;
+    for (const runtime::buffer& b : l.device) {
+      bytes_t o = 0;
+      if (b.maker == l.load) {
+        o = offset_[at(b.tensor)];
+      } else {
+        const auto r = static_cast<std::size_t>(rank[at(b.maker)]);
+        for (std::size_t k = first[r]; k < first[r + 1]; ++k) {
+          if (made_at_[k].tensor == b.tensor) o = made_at_[k].offset;
+        }
+      }
+      pl.offsets.push_back(o);
+      if (b.bytes > 0) pl.arena_bytes = std::max(pl.arena_bytes, o + extent(b.bytes));
+    }
+  }
+
   // ---- candidates (in the order they became candidates) and locks ----
 
   void make_present(index_t t) {
+    if (arena_ && p_->producer[at(t)] == no_index) {
+      const auto o = arena_->allocate_best_fit(extent(p_->bytes[at(t)]));
+      offset_[at(t)] = o.value_or(0);
+      if (o && p_->bytes[at(t)] > 0) resident_.emplace(*o, t);
+      unplaced_ = unplaced_ || !o;  // fails the run (run())
+    }
     material_[at(t)] = 1;
     used_ += p_->producer[at(t)] == no_index ? p_->bytes[at(t)] : 0;  // without a producer: there from the start
     peak_ = std::max(peak_, used_);
@@ -316,6 +460,10 @@ class dtr_runtime {
   }
   /// t leaves the device without a copy and becomes an evicted class.
   void evict(index_t t) {
+    if (arena_) {
+      arena_->deallocate_extent(offset_[at(t)], extent(p_->bytes[at(t)]));
+      if (p_->bytes[at(t)] > 0) resident_.erase(offset_[at(t)]);  // a zero-byte tensor takes no room
+    }
     material_[at(t)] = 0;
     used_ -= p_->bytes[at(t)];
     leave_pool(t);
@@ -397,13 +545,31 @@ class dtr_runtime {
   mutable std::vector<index_t> uf_parent_;
   std::vector<std::int64_t> value_;
   mutable std::vector<index_t> roots_;
+  // The arena (with in_arena).
+  bytes_t align_;  ///< the arena's alignment; 0: no arena
+  std::optional<runtime::arena> arena_;
+  std::vector<bytes_t> offset_;           ///< per tensor: its offset while on the device
+  std::map<bytes_t, index_t> resident_;   ///< offset -> tensor on the device
+  bytes_t workspace_offset_ = 0;
+  std::vector<std::pair<bytes_t, bytes_t>> placed_;  ///< the blocks placed for the op so far: [lo, hi)
+  /// Where each op action (by its rank among them, `ops_` so far) put what
+  /// it made: a tensor, or (no_index) its workspace.
+  struct made_at {
+    index_t op = 0;
+    index_t tensor = no_index;
+    bytes_t offset = 0;
+  };
+  std::vector<made_at> made_at_;
+  index_t ops_ = 0;
+  bool unplaced_ = false;  ///< a tensor without a producer found no room
 };
 
 /// DTR's simulator on `p` under `budget` (see the file comment). An op that
 /// cannot be made room for makes the plan infeasible (cut at that step),
 /// as does running past `time_limit_s` (0: no limit).
-[[nodiscard]] inline dtr_runtime::result run_dtr(const problem& p, bytes_t budget, double time_limit_s = 0) {
-  return dtr_runtime(p, budget, time_limit_s).run();
+[[nodiscard]] inline dtr_runtime::result run_dtr(const problem& p, bytes_t budget, double time_limit_s = 0,
+                                                bytes_t arena_alignment = 0) {
+  return dtr_runtime(p, budget, time_limit_s, arena_alignment).run();
 }
 
 }  // namespace memplan::detail::dtr
