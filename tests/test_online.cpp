@@ -339,6 +339,25 @@ TEST_CASE("dtr's simulator on a chain, worked by hand") {
   CHECK_MESSAGE(none.pl.reason.find("op 'b'") != std::string::npos, none.pl.reason);
 }
 
+TEST_CASE("the cheapest window of an arena, worked by hand") {
+  using detail::dtr::arena_block;
+  using detail::dtr::cheapest_window;
+  // hole [0,100) | T1 [100,300) cost 5 | locked [300,400) | hole [400,450) |
+  // T2 [450,600) cost 2 | T3 [600,700) cost 1 | hole [700,800)
+  const std::vector<arena_block> line{{0, 100, no_index, 0}, {100, 300, 1, 5}, {300, 400, 2, -1},
+                                      {400, 450, no_index, 0}, {450, 600, 3, 2}, {600, 700, 4, 1},
+                                      {700, 800, no_index, 0}};
+  // 200 B: T1 alone (5), hole + T2 (2), T2 + T3 (3), T3 + hole (1): the last.
+  CHECK(cheapest_window(line, 200) == std::pair<std::size_t, std::size_t>{5, 7});
+  // 50 B: the first hole, free.
+  CHECK(cheapest_window(line, 50) == std::pair<std::size_t, std::size_t>{0, 1});
+  // 350 B: the blocks before the locked one span 300; after it, T2 + T3 +
+  // the last hole (cost 3; the hole before T2 is not needed).
+  CHECK(cheapest_window(line, 350) == std::pair<std::size_t, std::size_t>{4, 7});
+  // 500 B: the locked block cuts the arena into 300 and 400 B: none.
+  CHECK(cheapest_window(line, 500) == std::pair<std::size_t, std::size_t>{0, 0});
+}
+
 TEST_CASE("dtr in an arena evicts a contiguous window, worked by hand") {
   // x(100, input) -a 1 ms-> A(100) -b 2 ms-> B(100) -c 3 ms-> C(100);
   // backward (may not run again): d: C -> D(200); e: B, D -> E(100);

@@ -36,6 +36,13 @@
 ///   made by ops that may run again) are rematerialised and locked.
 /// Times are integral nanoseconds and scores exact quotients of integers,
 /// so that ties fall as in the prototype.
+///
+/// In an arena (a run given an arena alignment; not the prototype's rules,
+/// which count bytes alone): every allocation also takes an offset in an
+/// arena of the budget, best fit; where none holds one of an op's
+/// allocations after the evictions above, the cheapest contiguous window
+/// of holes and candidates is evicted (arena_window.hpp), and the plan
+/// comes with those offsets as its layout.
 
 #include <algorithm>
 #include <chrono>
@@ -51,6 +58,7 @@
 #include "memplan/error.hpp"
 #include "memplan/plan.hpp"
 #include "memplan/plan_builder.hpp"
+#include "memplan/planners/dtr/arena_window.hpp"
 #include "memplan/planners/dtr/lineage.hpp"
 #include "memplan/problem.hpp"
 #include "memplan/runtime/arena.hpp"
@@ -306,16 +314,11 @@ class dtr_runtime {
   }
 
   /// Evicts the candidates in the cheapest window of `size` contiguous
-  /// bytes made only of holes and candidates: the cost of a window is the
-  /// sum over its candidates of h_DTR^eq times bytes (the recompute time per
-  /// unit of staleness it gives up). \returns false if no window exists.
+  /// bytes made only of holes and candidates (arena_window.hpp): a
+  /// candidate costs h_DTR^eq times its bytes (the recompute time per unit
+  /// of staleness it gives up). \returns false if no window exists.
   bool evict_window(bytes_t size) {
-    struct piece {
-      bytes_t lo, hi;
-      index_t tensor;    // no_index: a hole, or a block of the op being placed
-      long double cost;  // < 0: cannot go
-    };
-    std::vector<piece> taken;
+    std::vector<arena_block> taken;
     for (const auto& [o, t] : resident_) {
       // A score of c / 0 (just read) counts as very dear, not infinite: the window sums stay finite.
       const long double cost =
@@ -323,31 +326,18 @@ class dtr_runtime {
       taken.push_back({o, o + extent(p_->bytes[at(t)]), t, cost});
     }
     for (const auto& [lo, hi] : placed_) taken.push_back({lo, hi, no_index, -1});
-    std::ranges::sort(taken, {}, &piece::lo);
-    std::vector<piece> line;  // holes and blocks in offset order
+    std::ranges::sort(taken, {}, &arena_block::lo);
+    std::vector<arena_block> line;  // holes and blocks in offset order
     bytes_t top = 0;
-    for (const piece& x : taken) {
+    for (const arena_block& x : taken) {
       if (x.lo > top) line.push_back({top, x.lo, no_index, 0});
       line.push_back(x);
       top = x.hi;
     }
     if (arena_->capacity() > top) line.push_back({top, arena_->capacity(), no_index, 0});
-    long double best = std::numeric_limits<long double>::infinity();
-    std::size_t best_i = 0, best_j = 0;
-    long double sum = 0;
-    std::size_t i = 0;
-    for (std::size_t j = 0; j < line.size(); ++j) {
-      if (line[j].cost < 0) {  // no window spans it
-        i = j + 1;
-        sum = 0;
-        continue;
-      }
-      sum += line[j].cost;
-      while (i < j && line[j].hi - line[i + 1].lo >= size) sum -= line[i++].cost;
-      if (line[j].hi - line[i].lo >= size && sum < best) best = sum, best_i = i, best_j = j + 1;
-    }
+    const auto [first, last] = cheapest_window(line, size);
     bool evicted = false;
-    for (std::size_t k = best_i; k < best_j; ++k) {
+    for (std::size_t k = first; k < last; ++k) {
       if (line[k].tensor == no_index) continue;
       evict(line[k].tensor);
       ++counts_.evictions;
@@ -545,7 +535,7 @@ class dtr_runtime {
   mutable std::vector<index_t> uf_parent_;
   std::vector<std::int64_t> value_;
   mutable std::vector<index_t> roots_;
-  // The arena (with in_arena).
+  // The arena (with an arena alignment).
   bytes_t align_;  ///< the arena's alignment; 0: no arena
   std::optional<runtime::arena> arena_;
   std::vector<bytes_t> offset_;           ///< per tensor: its offset while on the device
