@@ -3,12 +3,16 @@
 // that the validator accepts. Device: sim_fixtures.hpp's 1 B/µs links.
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "memplan/cost/devices.hpp"
+#include "memplan/distributed/data_parallel.hpp"
 #include "memplan/model/zoo.hpp"
+#include "memplan/plan_builder.hpp"
+#include "memplan/planners/baselines/common.hpp"
 #include "memplan/planners/registry.hpp"
 #include "memplan/sim/simulator.hpp"
 #include "memplan/sim/validator.hpp"
@@ -203,6 +207,75 @@ TEST_CASE("every baseline's plan on zoo models passes the validator") {
       }
     }
   }
+}
+
+TEST_CASE("whole_tensor_builder writes plan_builder's plans: the same actions and waits, in the same order") {
+  // Every saved activation kept, swapped or freed at random after the
+  // forward pass is done with it; both builders under the same emitter, on
+  // models with multi-input ops and on a DDP rank (its all-reduces run on
+  // the communication stream: the cross-stream waits).
+  const device_spec& titan = find_device("titan-rtx");
+  const cluster_spec& a100 = find_cluster("a100-node");
+  std::vector<std::pair<std::string, problem>> problems;
+  for (const char* name : {"resnet50", "inception_v3", "bert-base"}) {
+    model::options opt;
+    opt.batch = 4;
+    problems.emplace_back(name, compile(model::build(name, opt, titan)));
+  }
+  model::options opt;
+  opt.batch = 4;
+  const graph single = model::build("resnet50", opt, titan);
+  const distributed::data_parallel_options ddp{.mode = distributed::data_parallel::ddp, .group = {&a100, 4}};
+  const graph rank = distributed::data_parallel_rank(single, distributed::listed_order(single), ddp);
+  problems.emplace_back("resnet50 ddp rank", compile(rank, distributed::listed_order(rank)));
+  std::uint64_t rng = 11;
+  std::int64_t swap_ins = 0;
+  std::int64_t recomputes = 0;
+  std::int64_t across = 0;  // waits of a compute on a maker on another stream
+  for (const auto& [name, p] : problems) {
+    CAPTURE(name);
+    const detail::baselines::forward_backward_uses uses(p);
+    for (int k = 0; k < 6; ++k) {
+      std::vector<int> how(p.num_tensors(), 0);  // 0 keep, 1 swap, 2 free
+      for (std::size_t t = 0; t < p.num_tensors(); ++t) {
+        const auto ti = static_cast<index_t>(t);
+        rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+        const int r = static_cast<int>((rng >> 33) % 3);
+        if (uses.saved_for_backward(p, ti)) how[t] = r == 2 && !uses.droppable(p, ti) ? 1 : r;
+      }
+      const auto evict = [&](index_t s, auto& em) {
+        for (std::size_t t = 0; t < p.num_tensors(); ++t) {
+          const auto ti = static_cast<index_t>(t);
+          if (how[t] == 0 || uses.forward_done(p, ti) != s) continue;
+          how[t] == 1 ? static_cast<void>(em.swap_out(ti)) : em.free(ti);
+        }
+      };
+      const bool chains = k % 2 == 0;
+      const plan fast = detail::baselines::emit_evictions(p, "x", unlimited, evict, chains).take();
+      const plan walked = detail::baselines::emit_evictions<plan_builder>(p, "x", unlimited, evict, chains).take();
+      REQUIRE(fast.actions.size() == walked.actions.size());
+      for (std::size_t a = 0; a < fast.actions.size(); ++a) {
+        CHECK(fast.actions[a].kind == walked.actions[a].kind);
+        CHECK(fast.actions[a].step == walked.actions[a].step);
+        CHECK(fast.actions[a].tensor == walked.actions[a].tensor);
+        swap_ins += fast.actions[a].kind == action_kind::swap_in ? 1 : 0;
+        recomputes += fast.actions[a].kind == action_kind::recompute ? 1 : 0;
+        for (const index_t w : fast.waits_of(a)) {
+          const action& maker = fast.actions[static_cast<std::size_t>(w)];
+          const bool ops = stream_of(fast.actions[a].kind) == stream_kind::compute &&
+                           stream_of(maker.kind) == stream_kind::compute;
+          across += ops && stream_of(p, fast.actions[a]) != stream_of(p, maker) ? 1 : 0;
+        }
+      }
+      CHECK(fast.wait_begin == walked.wait_begin);
+      CHECK(fast.waits == walked.waits);
+      CHECK(fast.decisions == walked.decisions);
+      CHECK(simulate(p, fast, titan, unlimited).feasible);
+    }
+  }
+  CHECK(swap_ins > 1000);
+  CHECK(recomputes > 1000);
+  CHECK(across > 0);
 }
 
 TEST_CASE("every baseline's plan on every zoo model passes the validator") {

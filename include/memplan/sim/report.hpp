@@ -43,7 +43,7 @@ struct report {
   bytes_t peak_bytes = 0;
   bytes_t peak_live_bytes = 0;  ///< the most tensor bytes live at once (so far, when infeasible)
   bytes_t arena_bytes = 0;      ///< the layout's arena: highest offset + footprint (0: no layout)
-  bytes_t baseline_peak_bytes = 0;  ///< `problem::baseline_peak()`: no planning
+  bytes_t baseline_peak_bytes = 0;  ///< `problem::baseline_peak()`: no planning (0 without `simulate_options::baseline_peak`)
   bytes_t swapped_out_bytes = 0;    ///< sum over swap_out actions
   bytes_t swapped_in_bytes = 0;     ///< sum over swap_in actions
   bytes_t offloaded_state_bytes = 0;  ///< the plan's offloaded state: in host memory between iterations

@@ -69,6 +69,9 @@ struct simulate_options {
   /// set either way). A search that ranks thousands of plans by their
   /// numbers turns it off: the message costs more than the run.
   bool describe_failure = true;
+  /// Fill `report::baseline_peak_bytes`, which depends on the problem
+  /// alone: recounting it is a twentieth of a HOME evaluation's run.
+  bool baseline_peak = true;
 };
 
 /// What a plan needs with no budget: the verdict of
@@ -128,7 +131,7 @@ class simulator {
     report r;
     r.planner = pl.planner;
     r.budget_bytes = budget;
-    r.baseline_peak_bytes = p.baseline_peak(baseline_);
+    if (opts.baseline_peak) r.baseline_peak_bytes = p.baseline_peak(baseline_);
     r.baseline_time_us = p.baseline_time_us();
     bool needs_rerun = false;  // for `need`: pass 1 must run again, without a budget
     if (need != nullptr) *need = {};
@@ -163,7 +166,9 @@ class simulator {
                  : r.baseline_time_us > 0 ? r.time_us / r.baseline_time_us - 1
                                           : 0;
     if (needs_rerun) {
-      const report free_run = run(p, pl, dev, unlimited, {}, nullptr);
+      const report free_run =
+          run(p, pl, dev, unlimited, {.describe_failure = opts.describe_failure, .baseline_peak = opts.baseline_peak},
+              nullptr);
       *need = {free_run.feasible, free_run.peak_bytes, free_run.time_us};
     }
     return r;

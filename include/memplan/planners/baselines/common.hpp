@@ -18,8 +18,8 @@
 #include "memplan/cost/device.hpp"
 #include "memplan/error.hpp"
 #include "memplan/plan.hpp"
-#include "memplan/plan_builder.hpp"
 #include "memplan/problem.hpp"
+#include "memplan/planners/baselines/whole_tensor_builder.hpp"
 #include "memplan/planners/verdict.hpp"
 #include "memplan/sim/simulator.hpp"
 
@@ -82,16 +82,18 @@ inline void add_waits(plan& pl, std::span<const std::pair<index_t, index_t>> ext
   pl.waits = std::move(waits);
 }
 
-/// Emits a baseline's actions in issue order over a plan_builder and keeps
+/// Emits a baseline's actions in issue order over a `Builder`
+/// (whole_tensor_builder; plan_builder writes the same plans) and keeps
 /// track of where each tensor is, so that an op's inputs can be brought back
 /// on demand: a swapped tensor by a swap-in, a freed one by recomputing its
 /// producer (after bringing back the producer's inputs, recursively).
-class emitter {
+template <class Builder>
+class basic_emitter {
  public:
   /// `record` false: a pass that only tracks where each tensor is and when
   /// it is first needed back (`needed_at`), emitting no actions; the
   /// methods that return an action return no_index.
-  emitter(const problem& p, std::string planner, bytes_t budget, bool record = true)
+  basic_emitter(const problem& p, std::string planner, bytes_t budget, bool record = true)
       : p_(&p), where_(p.num_tensors(), residence::device), needed_at_(p.num_tensors(), no_index) {
     if (record) b_.emplace(p, std::move(planner), budget);
   }
@@ -206,7 +208,7 @@ class emitter {
 
  private:
   const problem* p_;
-  std::optional<plan_builder> b_;  ///< empty: nothing is recorded
+  std::optional<Builder> b_;  ///< empty: nothing is recorded
   std::vector<residence> where_;
   std::vector<index_t> needed_at_;
   std::vector<index_t> recomputed_;
@@ -215,6 +217,9 @@ class emitter {
   index_t step_ = no_index;
   bool release_sources_ = false;
 };
+
+/// The baselines' emitter.
+using emitter = basic_emitter<whole_tensor_builder>;
 
 /// Swap planners run twice: the first pass (which records no actions)
 /// swaps everything in on demand and learns the step that first needs each
@@ -257,13 +262,13 @@ class prefetch_schedule {
 /// `release_chain_sources`: see `emitter::release_chain_sources`.
 /// `waits_of(s)`: the actions step s's compute waits for, besides its
 /// inputs' (a span of action indices; those of a pass that records).
-template <class Evict, class Waits = std::span<const index_t> (*)(index_t)>
-[[nodiscard]] emitter emit_evictions(const problem& p, std::string_view planner, bytes_t budget, const Evict& evict,
+template <class Builder = whole_tensor_builder, class Evict, class Waits = std::span<const index_t> (*)(index_t)>
+[[nodiscard]] basic_emitter<Builder> emit_evictions(const problem& p, std::string_view planner, bytes_t budget, const Evict& evict,
                                      bool release_chain_sources = false,
                                      const Waits& waits_of = [](index_t) { return std::span<const index_t>{}; }) {
   const std::size_t n = p.num_steps();
   const auto pass = [&](const prefetch_schedule& prefetches, bool record) {
-    emitter em(p, std::string(planner), budget, record);
+    basic_emitter<Builder> em(p, std::string(planner), budget, record);
     em.release_chain_sources(release_chain_sources);
     for (std::size_t s = 0; s < n; ++s) {
       const auto si = static_cast<index_t>(s);
@@ -274,7 +279,7 @@ template <class Evict, class Waits = std::span<const index_t> (*)(index_t)>
     }
     return em;
   };
-  const emitter first = pass(prefetch_schedule(), false);
+  const basic_emitter<Builder> first = pass(prefetch_schedule(), false);
   return pass(prefetch_schedule(p, first.needed_at()), true);
 }
 

@@ -129,7 +129,7 @@ struct superneurons_planner {
     std::vector<std::vector<index_t>> waits(n);  // per step, the offloads its compute waits for
     return detail::baselines::emit_evictions(
                p, "superneurons", budget,
-               [&](index_t s, detail::baselines::emitter& em) {
+               [&](index_t s, auto& em) {
                  for (const index_t t : swap_after[static_cast<std::size_t>(s)]) {
                    const index_t a = em.swap_out(t);
                    if (a != no_index) waits[static_cast<std::size_t>(at[static_cast<std::size_t>(t)])].push_back(a);

@@ -89,7 +89,7 @@ struct feature_maps {
 /// runs), so a retained map is where a chain starts, as in checkpointing.
 [[nodiscard]] inline baselines::emitter emit(const problem& p, const feature_maps& fm, std::span<const placement> x,
                                             bytes_t budget) {
-  return baselines::emit_evictions(p, "home", budget, [&](index_t s, baselines::emitter& em) {
+  return baselines::emit_evictions(p, "home", budget, [&](index_t s, auto& em) {
     for (const index_t j : fm.done_after(s)) {
       const auto ji = static_cast<std::size_t>(j);
       if (x[ji] == placement::swap) em.swap_out(fm.tensor[ji]);
@@ -181,16 +181,19 @@ class evaluator {
     const plan pl = emit(*p_, *fm_, x, budget_).take();
     if (bound_.exceeds(x, budget_)) {
       ++bound_hits_;
-      const report free_run = sim_.run(*p_, pl, *dev_, simulator::unlimited);
+      const report free_run = sim_.run(*p_, pl, *dev_, simulator::unlimited, numbers_only);
       MEMPLAN_EXPECTS(free_run.feasible, error, "home: an emitted plan is invalid: ", free_run.failure);
       return {std::max<bytes_t>(free_run.peak_bytes - budget_, 1), free_run.time_us};
     }
     unbounded_need need;
-    const report r = sim_.run(*p_, pl, *dev_, budget_, need, {.describe_failure = false});
+    const report r = sim_.run(*p_, pl, *dev_, budget_, need, numbers_only);
     if (r.feasible) return {0, r.time_us};
     MEMPLAN_EXPECTS(need.feasible, error, "home: an emitted plan is invalid: ", r.failure);
     return {std::max<bytes_t>(need.peak_bytes - budget_, 1), need.time_us};
   }
+
+  /// The fitness needs the run's time and peak: no messages, no baseline.
+  static constexpr simulate_options numbers_only{.describe_failure = false, .baseline_peak = false};
 
   const problem* p_;
   const device_spec* dev_;
