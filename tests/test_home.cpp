@@ -234,12 +234,12 @@ TEST_CASE("the residency bound on three layers: proofs worked by hand, each one 
   const detail::home::feature_maps fm(p);
   detail::home::residency_bound bound(p, fm);
   // Live bytes per step (f1 f2 f3 b3 b2 b1 b0): 300 500 600 700 700 500 300.
-  // Evicted after the forward pass is done: x from f2, a1 from f3, a2 and
-  // a3 from b3, until their last reads (b0, b1, b2, b3). At 600 B keeping
-  // x, a1 and a2 is proven over (b2: 700), whatever a3 does: 3 placements;
-  // at 500 B, keeping a1 and a2 (b2: at least 600) or x and a1 (f3: 600):
-  // 6 + 9 - 3 = 12.
-  const std::vector<std::pair<bytes_t, int>> proofs{{700, 0}, {600, 3}, {500, 12}};
+  // Evicted after the forward pass is done, back for their last reads: x
+  // off in f2-b1, a1 in f3-b2, a2 in b3, a3 never (b3 reads it). x has 2
+  // choices, a1-a3 3 each: 54 placements. At 600 B keeping x and a1 is
+  // proven over (b2: 700), whatever a2 and a3 do: 9 placements; at 500 B
+  // keeping a1 (b2: at least 600): 2 x 3 x 3 = 18.
+  const std::vector<std::pair<bytes_t, int>> proofs{{700, 0}, {600, 9}, {500, 18}};
   for (const auto& [budget, expected] : proofs) {
     CAPTURE(budget);
     int proven = 0;

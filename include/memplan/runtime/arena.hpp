@@ -2,8 +2,9 @@
 /// \file
 /// `runtime::arena`: the sub-allocator behind a device's one arena and its
 /// pinned host pool. It hands out offsets inside a fixed capacity (first
-/// fit, neighbouring holes merged), so the bytes in use can never exceed the
-/// capacity, and it keeps the most bytes in use at once. Blocks found by first fit are 256-byte aligned (or take an
+/// fit, or best fit with `allocate_best_fit`; neighbouring holes merged), so
+/// the bytes in use can never exceed the capacity, and it keeps the most
+/// bytes in use at once. Blocks found by a fit are 256-byte aligned (or take an
 /// alignment of their own); a block can also be taken at a given offset (a
 /// memory layout's, `allocate_at`), and any sub-range of a block can go back
 /// alone (a tensor split in place into micro-tensors). It owns no memory and
@@ -21,7 +22,7 @@
 
 namespace memplan::runtime {
 
-/// First-fit offset allocator over a fixed capacity (see the file comment);
+/// First- or best-fit offset allocator over a fixed capacity (see the file comment);
 /// memplan's model of `memplan::allocator`.
 class arena {
  public:

@@ -366,7 +366,7 @@ class dtr_runtime {
     pl.offsets.clear();
     pl.arena_bytes = 0;
     for (const runtime::buffer& b : l.device) {
-      bytes_t o = 0;
+      bytes_t o = -1;
       if (b.maker == l.load) {
         o = offset_[at(b.tensor)];
       } else {
@@ -375,6 +375,11 @@ class dtr_runtime {
           if (made_at_[k].tensor == b.tensor) o = made_at_[k].offset;
         }
       }
+      if (b.bytes == 0) o = std::max<bytes_t>(o, 0);  // an empty buffer may sit anywhere
+      MEMPLAN_EXPECTS(o >= 0, error, "dtr: the arena gave ",
+                      b.tensor == no_index ? std::string("a workspace")
+                                           : concat("tensor '", p_->tensor_name[at(b.tensor)], "'"),
+                      " no offset where action ", b.maker, " makes it (a bug: please report it)");
       pl.offsets.push_back(o);
       if (b.bytes > 0) pl.arena_bytes = std::max(pl.arena_bytes, o + extent(b.bytes));
     }

@@ -101,44 +101,60 @@ struct feature_maps {
 /// A timing-free proof that a placement does not fit (issue 29): while
 /// the op of step s runs, every tensor live at s by DESIGN.md §4's rule is
 /// on the device but the evicted feature maps after the forward pass is
-/// done with them — the plan frees or swaps out nothing else, and an
-/// evicted map stays until its last forward reader has run. None of them
-/// can be freed before the op starts (it or a later op holds each), so if
-/// their bytes exceed the budget at some step, the op can never start and
-/// the simulation under the budget would fail.
+/// done with them, and of those the ones the op reads are there too — the
+/// plan frees or swaps out nothing else, and an evicted map stays until
+/// its last forward reader has run. None of them can be freed before the
+/// op starts (it or a later op holds each), so if their bytes exceed the
+/// budget at some step, the op can never start and the simulation under
+/// the budget would fail.
 class residency_bound {
  public:
-  residency_bound(const problem& p, const feature_maps& fm) : live_(p.baseline_memory()) {
+  residency_bound(const problem& p, const feature_maps& fm) : live_(p.baseline_memory()), read_begin_{0} {
     const baselines::forward_backward_uses uses(p);
     for (std::size_t j = 0; j < fm.size(); ++j) {
       const index_t t = fm.tensor[j];
       evicted_from_.push_back(uses.forward_done(p, t) + 1);
       evicted_to_.push_back(p.live_end(t) + 1);
       bytes_.push_back(p.bytes[static_cast<std::size_t>(t)]);
+      for (const index_t s : p.uses(t)) {
+        if (s >= evicted_from_.back() && s < evicted_to_.back()) read_at_.push_back(s);
+      }
+      read_begin_.push_back(static_cast<index_t>(read_at_.size()));
     }
   }
 
-  /// Whether placement `x` is proven not to fit `budget`.
-  [[nodiscard]] bool exceeds(std::span<const placement> x, bytes_t budget) {
+  /// The most bytes placement `x` holds on the device while an op runs: a
+  /// lower bound on its peak, with or without a budget.
+  [[nodiscard]] bytes_t peak(std::span<const placement> x) {
     change_.assign(live_.size() + 1, 0);
     for (std::size_t j = 0; j < x.size(); ++j) {
       if (x[j] == placement::retain || evicted_from_[j] >= evicted_to_[j]) continue;
       change_[static_cast<std::size_t>(evicted_from_[j])] += bytes_[j];
       change_[static_cast<std::size_t>(evicted_to_[j])] -= bytes_[j];
+      for (auto k = static_cast<std::size_t>(read_begin_[j]); k < static_cast<std::size_t>(read_begin_[j + 1]); ++k) {
+        const auto s = static_cast<std::size_t>(read_at_[k]);  // back on the device while its reader runs
+        change_[s] -= bytes_[j];
+        change_[s + 1] += bytes_[j];
+      }
     }
     bytes_t evicted = 0;
+    bytes_t most = 0;
     for (std::size_t s = 0; s < live_.size(); ++s) {
       evicted += change_[s];
-      if (live_[s] - evicted > budget) return true;
+      most = std::max(most, live_[s] - evicted);
     }
-    return false;
+    return most;
   }
+  /// Whether placement `x` is proven not to fit `budget`.
+  [[nodiscard]] bool exceeds(std::span<const placement> x, bytes_t budget) { return peak(x) > budget; }
 
  private:
   std::vector<bytes_t> live_;          ///< per step, with no planning
   std::vector<index_t> evicted_from_;  ///< per feature map: the first step it may be off the device
   std::vector<index_t> evicted_to_;    ///< per feature map: one past its last live step
   std::vector<bytes_t> bytes_;         ///< per feature map
+  std::vector<index_t> read_begin_;    ///< per feature map, plus one: into read_at_
+  std::vector<index_t> read_at_;       ///< the steps reading it while it may be off the device
   std::vector<bytes_t> change_;        ///< per step: bytes evicted from there on (a difference array)
 };
 
