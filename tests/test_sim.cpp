@@ -327,6 +327,33 @@ TEST_CASE("invalid plans are reported, never thrown or hung") {
   CHECK_THROWS_AS(static_cast<void>(simulate(p, keep_all_plan(p, 0), dev, -1)), invalid_argument);
 }
 
+TEST_CASE("a read ordered after its swap-in only through another action's wait is valid") {
+  // f1 f2, swap_out a1, f3, swap_in a1 after f3 [700, 800], b3 waiting on
+  // the swap-in [800, 1100], then b2 reading a1 with no wait of its own: b3
+  // precedes it on the compute stream, so the swap-in has ended (the vector
+  // clocks' case; plan_builder would have b2 wait too).
+  const problem p = chain::make();
+  plan_builder b(p, "through-b3", 1000);
+  b.compute(chain::f1);
+  b.compute(chain::f2);
+  b.swap_out(chain::a1);
+  const index_t f3 = b.compute(chain::f3);
+  const index_t in = b.swap_in(chain::a1, std::span(&f3, 1));
+  b.compute(chain::b3, 1, no_index, std::span(&in, 1));
+  b.compute(chain::b2);
+  plan pl = std::move(b).finish();
+  REQUIRE(pl.waits_of(6).size() == 1);  // b2's derived wait on the swap-in
+  pl.waits.pop_back();
+  pl.wait_begin.back() -= 1;
+  const report r = simulate(p, pl, dev, 1000);
+  CHECK(r.feasible);
+  CHECK(r.time_us == 1200);
+  CHECK(r.stall_us == 100);
+  const validation v = validate(p, pl, dev, 1000);
+  CHECK(v.ok);
+  CHECK(v.time_us == 1200);
+}
+
 TEST_CASE("one verdict: plans whose timing hides a broken rule are invalid (issue 22)") {
   // The plans of sim_fixtures.hpp's `broken`: each runs, in time and in
   // memory, but breaks a rule; the validator rejects each too

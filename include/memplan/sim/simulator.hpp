@@ -247,6 +247,36 @@ class simulator {
     return false;
   }
 
+  /// Happens-before (plan.hpp: only stream order and waits order actions
+  /// on different streams): per stream, the latest action of that stream
+  /// guaranteed to have ended before action `a` starts — what has ended
+  /// once its stream's previous action and its waits have. The clocks of
+  /// the actions before `a` are filled in issue order on the first call
+  /// that needs them: most plans order every use by its stream or a wait
+  /// of its own (`resolver::ordered`), and need none.
+  [[nodiscard]] clock clock_before(const plan& pl, index_t a) {
+    for (; clocks_done_ < static_cast<std::size_t>(a); ++clocks_done_) {
+      const std::size_t b = clocks_done_;
+      clock c = joined(pl, static_cast<index_t>(b));
+      // Once b ends, so has b itself on its stream (later than every entry).
+      index_t& own = c[static_cast<std::size_t>(info_[b].stream)];
+      own = std::max(own, static_cast<index_t>(b));
+      clocks_[b] = c;
+    }
+    return joined(pl, a);
+  }
+  /// The clocks of action b's stream predecessor and waits, joined.
+  [[nodiscard]] clock joined(const plan& pl, index_t b) const {
+    clock c{{no_index, no_index, no_index, no_index}};
+    const auto join = [&](index_t e) {
+      const clock& ended = clocks_[static_cast<std::size_t>(e)];
+      for (std::size_t k = 0; k < stream_count; ++k) c[k] = std::max(c[k], ended[k]);
+    };
+    if (const index_t before = stream_before_[static_cast<std::size_t>(b)]; before != no_index) join(before);
+    for (const index_t w : pl.waits_of(static_cast<std::size_t>(b))) join(w);
+    return c;
+  }
+
   /// A new copy. `copies_` and `touches_` grow by index, not push_back:
   /// only their two writers (this and `resolver::touch`) check the room.
   [[gnu::always_inline]] index_t new_copy(index_t t, bytes_t b, index_t creator) {
@@ -292,6 +322,8 @@ class simulator {
     unbounded_ = true;
     compute_busy_us_ = 0;
     clocks_.resize(n);
+    stream_before_.resize(n);
+    clocks_done_ = 0;
     link_shared_ = dev.collectives_share_host_link;
     if (link_shared_) link_after_.resize(n);
     resolver v{*this, p, pl, dev, r};
@@ -336,7 +368,8 @@ class simulator {
     index_t split_creator = no_index;
     index_t touch_begin = 0;
     stream_kind stream = stream_kind::compute;
-    clock seen{};             ///< the clock of the action being read (happens-before, see `begin`)
+    clock seen{};             ///< the clock of the action being read, once `ordered` needed it
+    bool seen_known = false;
     std::string unordered{};  ///< the first use not guaranteed to come after what it needs
 
     index_t initial_copy(index_t t) {
@@ -359,23 +392,12 @@ class simulator {
       stream = stream_of(p, act);
       duration = op_time(act);
       start = stream_end[static_cast<std::size_t>(stream)];
-      // Happens-before (plan.hpp: only stream order and waits order actions
-      // on different streams): per stream, the latest action of that stream
-      // guaranteed to have ended before a starts — what has ended once its
-      // stream's previous action and its waits have.
-      clock c{{no_index, no_index, no_index, no_index}};
-      if (const index_t before = last[static_cast<std::size_t>(stream)]; before != no_index) join(c, before);
       for (const index_t w : pl.waits_of(static_cast<std::size_t>(a))) {
         start = std::max(start, s.end_[static_cast<std::size_t>(w)]);
-        join(c, w);
       }
       if (s.link_shared_) share_link();
-      seen = c;
-      // Once a ends, so has a itself on its stream (a is later than every
-      // entry). A max, not a store to c[stream], keeps c in a register.
-      const auto own = static_cast<std::size_t>(stream);
-      for (std::size_t k = 0; k < stream_count; ++k) c[k] = std::max(c[k], static_cast<index_t>(k == own) * (a + 1) - 1);
-      s.clocks_[static_cast<std::size_t>(a)] = c;
+      s.stream_before_[static_cast<std::size_t>(a)] = last[static_cast<std::size_t>(stream)];
+      seen_known = false;
       end_us = start + duration;
     }
     /// The host link serves swaps and communication in issue order (the file
@@ -415,14 +437,20 @@ class simulator {
         info.release_by = a;
       }
     }
-    /// c comes after action b's end.
-    [[gnu::always_inline]] void join(clock& c, index_t b) const {
-      const clock& ended = s.clocks_[static_cast<std::size_t>(b)];
-      for (std::size_t k = 0; k < stream_count; ++k) c[k] = std::max(c[k], ended[k]);
-    }
-    /// Action m is guaranteed to have ended before the action being read starts.
-    [[nodiscard]] [[gnu::always_inline]] bool ordered(index_t m) const {
-      return seen[static_cast<std::size_t>(s.info_[static_cast<std::size_t>(m)].stream)] >= m;
+    /// Action m (issued earlier) is guaranteed to have ended before the
+    /// action being read starts: it is on the same stream, or waited for,
+    /// or ordered through others (plan.hpp), which the vector clocks say.
+    [[nodiscard]] [[gnu::always_inline]] bool ordered(index_t m) {
+      const stream_kind on = s.info_[static_cast<std::size_t>(m)].stream;
+      if (on == stream) return true;
+      for (const index_t w : pl.waits_of(static_cast<std::size_t>(a))) {
+        if (w == m) return true;
+      }
+      if (!seen_known) {
+        seen = s.clock_before(pl, a);
+        seen_known = true;
+      }
+      return seen[static_cast<std::size_t>(on)] >= m;
     }
     /// Records the first action that may start before `m`, which it needs
     /// (a timing that happens to cover it is a race on a device).
@@ -880,9 +908,11 @@ class simulator {
   std::size_t copy_room_ = 0;   ///< copies_.size()
   /// Pass 1's happens-before: per action, the latest action of each stream
   /// guaranteed to have ended once it ends (itself on its own stream)
-  /// (`resolver::begin`); per copy, its latest holder on each
+  /// (`clock_before`, filled as needed); per copy, its latest holder on each
   /// stream so far, kept only for a plan that splits copies in place.
   std::vector<clock> clocks_;
+  std::vector<index_t> stream_before_;  ///< per action: the one before it on its stream, or no_index
+  std::size_t clocks_done_ = 0;         ///< clocks_ is filled for the actions before this
   std::vector<std::array<index_t, stream_count>> holders_;
   bool splits_in_place_ = false;
   /// Where collectives share the host link (`share_link`): per action, the
