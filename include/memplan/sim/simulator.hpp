@@ -191,9 +191,10 @@ class simulator {
     if (r.arena_bytes <= budget) return;
     r.kind = failure_kind::out_of_memory;
     if (!opts.describe_failure) return;
-    r.failure = detail::concat("out of memory: the layout's arena needs ", format_bytes(r.arena_bytes),
-                               " (peak of live bytes ", format_bytes(r.peak_live_bytes), "), budget ",
-                               format_bytes(budget));
+    // Bytes as well: an arena a few hundred bytes over formats like the budget.
+    r.failure = detail::concat("out of memory: the layout's arena needs ", format_bytes(r.arena_bytes), " (",
+                               r.arena_bytes, " B, ", r.arena_bytes - budget, " B over the budget of ", budget,
+                               " B; peak of live bytes ", format_bytes(r.peak_live_bytes), ")");
   }
 
   /// `order_`: the timed pass records the order it starts actions in; where
