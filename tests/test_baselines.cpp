@@ -270,7 +270,11 @@ TEST_CASE("whole_tensor_builder writes plan_builder's plans: the same actions an
       CHECK(fast.wait_begin == walked.wait_begin);
       CHECK(fast.waits == walked.waits);
       CHECK(fast.decisions == walked.decisions);
-      CHECK(simulate(p, fast, titan, unlimited).feasible);
+      const report r = simulate(p, fast, titan, unlimited);
+      CHECK(r.feasible);
+      const validation v = validate(p, fast, titan, unlimited);
+      CHECK(v.ok);
+      CHECK(v.time_us == doctest::Approx(r.time_us));
     }
   }
   CHECK(swap_ins > 1000);

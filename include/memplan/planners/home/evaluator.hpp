@@ -123,9 +123,8 @@ class residency_bound {
     }
   }
 
-  /// The most bytes placement `x` holds on the device while an op runs: a
-  /// lower bound on its peak, with or without a budget.
-  [[nodiscard]] bytes_t peak(std::span<const placement> x) {
+  /// Whether placement `x` is proven not to fit `budget`.
+  [[nodiscard]] bool exceeds(std::span<const placement> x, bytes_t budget) {
     change_.assign(live_.size() + 1, 0);
     for (std::size_t j = 0; j < x.size(); ++j) {
       if (x[j] == placement::retain || evicted_from_[j] >= evicted_to_[j]) continue;
@@ -138,15 +137,12 @@ class residency_bound {
       }
     }
     bytes_t evicted = 0;
-    bytes_t most = 0;
     for (std::size_t s = 0; s < live_.size(); ++s) {
       evicted += change_[s];
-      most = std::max(most, live_[s] - evicted);
+      if (live_[s] - evicted > budget) return true;
     }
-    return most;
+    return false;
   }
-  /// Whether placement `x` is proven not to fit `budget`.
-  [[nodiscard]] bool exceeds(std::span<const placement> x, bytes_t budget) { return peak(x) > budget; }
 
  private:
   std::vector<bytes_t> live_;          ///< per step, with no planning
