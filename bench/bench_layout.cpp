@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "memplan/arena_layout.hpp"
+#include "memplan/compile.hpp"
 #include "memplan/cost/devices.hpp"
 #include "memplan/model/zoo.hpp"
 #include "memplan/planners/registry.hpp"

@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 
+#include "memplan/compile.hpp"
 #include "memplan/cost/devices.hpp"
 #include "memplan/model/zoo.hpp"
 #include "memplan/planners/max_batch.hpp"

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "memplan/compile.hpp"
 #include "memplan/graph/graph.hpp"
 #include "memplan/plan.hpp"
 #include "memplan/plan_builder.hpp"

@@ -9,6 +9,7 @@
 
 #include <string>
 
+#include "memplan/compile.hpp"
 #include "memplan/cost/devices.hpp"
 #include "memplan/model/zoo.hpp"
 #include "memplan/planners/registry.hpp"

@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 
+#include "memplan/compile.hpp"
 #include "memplan/cost/device.hpp"
 #include "memplan/error.hpp"
 #include "memplan/io/graph_json.hpp"

@@ -27,6 +27,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "memplan/compile.hpp"
 #include "memplan/cost/cluster.hpp"
 #include "memplan/cost/devices.hpp"
 #include "memplan/distributed/data_parallel.hpp"

@@ -23,6 +23,7 @@
 
 #include <doctest/doctest.h>
 
+#include "memplan/compile.hpp"
 #include "memplan/cost/device.hpp"
 #include "memplan/graph/graph.hpp"
 #include "memplan/plan.hpp"

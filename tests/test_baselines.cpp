@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "memplan/compile.hpp"
 #include "memplan/cost/devices.hpp"
 #include "memplan/distributed/data_parallel.hpp"
 #include "memplan/model/zoo.hpp"

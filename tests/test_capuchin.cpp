@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "memplan/compile.hpp"
 #include "memplan/cost/devices.hpp"
 #include "memplan/io/graph_json.hpp"
 #include "memplan/model/zoo.hpp"

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "memplan/compile.hpp"
 #include "memplan/cost/cluster.hpp"
 #include "memplan/distributed/data_parallel.hpp"
 #include "memplan/distributed/pipeline.hpp"

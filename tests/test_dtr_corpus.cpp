@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "main_or_skip.hpp"
+#include "memplan/compile.hpp"
 #include "memplan/cost/devices.hpp"
 #include "memplan/io/dtr_log.hpp"
 #include "memplan/planners/dtr.hpp"

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "memplan/compile.hpp"
 #include "memplan/error.hpp"
 #include "memplan/io/dtr_log.hpp"
 #include "memplan/problem.hpp"

@@ -22,6 +22,7 @@
 
 #include "executor_checks.hpp"
 #include "float_net.hpp"
+#include "memplan/compile.hpp"
 #include "memplan/plan_builder.hpp"
 #include "memplan/cost/devices.hpp"
 #include "memplan/host/device.hpp"

@@ -10,6 +10,7 @@
 #include <boost/graph/graph_concepts.hpp>
 #include <boost/graph/topological_sort.hpp>
 
+#include "memplan/compile.hpp"
 #include "memplan/problem.hpp"
 
 using namespace memplan;

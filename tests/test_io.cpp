@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "memplan/compile.hpp"
 #include "memplan/io/device_profile.hpp"
 #include "memplan/io/graph_json.hpp"
 #include "memplan/io/plan_json.hpp"

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "memplan/compile.hpp"
 #include "memplan/cost/devices.hpp"
 #include "memplan/graph/graph.hpp"
 #include "memplan/io/size.hpp"

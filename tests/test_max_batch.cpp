@@ -7,6 +7,7 @@
 #include <initializer_list>
 #include <vector>
 
+#include "memplan/compile.hpp"
 #include "memplan/cost/devices.hpp"
 #include "memplan/error.hpp"
 #include "memplan/io/largest_batch.hpp"

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "memplan/compile.hpp"
 #include "memplan/cost/devices.hpp"
 #include "memplan/model/zoo.hpp"
 #include "memplan/problem.hpp"

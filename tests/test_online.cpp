@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "memplan/compile.hpp"
 #include "memplan/cost/devices.hpp"
 #include "memplan/io/plan_json.hpp"
 #include "memplan/model/zoo.hpp"

@@ -29,6 +29,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "memplan/compile.hpp"
 #include "memplan/cost/devices.hpp"
 #include "memplan/io/graph_json.hpp"
 #include "memplan/planners/registry.hpp"

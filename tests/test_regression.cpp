@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "memplan/compile.hpp"
 #include "memplan/cost/devices.hpp"
 #include "memplan/io/size.hpp"
 #include "memplan/model/zoo.hpp"

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "memplan/compile.hpp"
 #include "memplan/plan_builder.hpp"
 #include "memplan/cost/devices.hpp"
 #include "memplan/io/plan_json.hpp"

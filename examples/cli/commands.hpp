@@ -162,8 +162,9 @@ inline const command_spec* find_command(std::string_view name) {
 
 inline void print_options(std::ostream& out, std::span<const option_spec> options) {
   for (const auto& o : options) {
-    std::string left = "  --" + std::string(o.name);
-    if (!o.value.empty()) left += " " + std::string(o.value);
+    std::string left = "  --";
+    left += o.name;
+    if (!o.value.empty()) (left += ' ') += o.value;
     out << left << std::string(left.size() < 26 ? 26 - left.size() : 1, ' ') << o.help
         << (o.required ? " (required)" : "") << "\n";
   }

@@ -24,6 +24,7 @@
 
 #include "arguments.hpp"
 #include "commands.hpp"
+#include "memplan/compile.hpp"
 #include "memplan/cost/cluster.hpp"
 #include "memplan/cost/devices.hpp"
 #include "memplan/distributed/data_parallel.hpp"

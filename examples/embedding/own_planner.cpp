@@ -14,6 +14,7 @@
 #include <string>
 #include <utility>
 
+#include "memplan/compile.hpp"
 #include "memplan/cost/devices.hpp"
 #include "memplan/model/zoo.hpp"
 #include "memplan/plan_builder.hpp"

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "memplan/compile.hpp"
 #include "memplan/error.hpp"
 #include "memplan/graph/graph.hpp"
 #include "memplan/plan.hpp"

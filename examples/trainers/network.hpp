@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "memplan/compile.hpp"
 #include "memplan/cost/device.hpp"
 #include "memplan/cost/roofline.hpp"
 #include "memplan/graph/graph.hpp"

@@ -2,10 +2,11 @@
 /// \file
 /// The error hierarchy and the MEMPLAN_EXPECTS macro (after rmm's detail/error.hpp).
 
-#include <sstream>
+#include <charconv>
 #include <stdexcept>
 #include <string>
-#include <utility>
+#include <string_view>
+#include <type_traits>
 
 #include "memplan/failure.hpp"
 
@@ -64,12 +65,39 @@ struct cuda_error : error {
 
 namespace detail {
 
-/// Concatenates streamable values into one message.
+/// Appends text or a character to a message.
+inline void append_part(std::string& out, std::string_view text) { out += text; }
+inline void append_part(std::string& out, char c) { out += c; }
+/// Appends a number as `std::ostream` writes it by default: integers in
+/// decimal, floating point as `%g` with 6 significant digits, bool as 0 or
+/// 1, the character types as characters, an enum as its number.
+template <class T>
+  requires std::is_arithmetic_v<T> || std::is_enum_v<T>
+void append_part(std::string& out, T value) {
+  if constexpr (std::is_enum_v<T>) {
+    append_part(out, static_cast<std::underlying_type_t<T>>(value));
+  } else if constexpr (std::is_same_v<T, bool>) {
+    out += value ? '1' : '0';
+  } else if constexpr (sizeof(T) == 1 && std::is_integral_v<T>) {
+    out += static_cast<char>(value);
+  } else {
+    char text[64];
+    std::to_chars_result r;
+    if constexpr (std::is_floating_point_v<T>) {
+      r = std::to_chars(text, text + sizeof text, value, std::chars_format::general, 6);
+    } else {
+      r = std::to_chars(text, text + sizeof text, value);
+    }
+    out.append(text, r.ptr);
+  }
+}
+
+/// Concatenates text and numbers into one message (as `std::ostream` would write them).
 template <class... Parts>
-[[nodiscard]] std::string concat(Parts&&... parts) {
-  std::ostringstream out;
-  (out << ... << std::forward<Parts>(parts));
-  return out.str();
+[[nodiscard]] std::string concat(const Parts&... parts) {
+  std::string out;
+  (append_part(out, parts), ...);
+  return out;
 }
 
 }  // namespace detail

@@ -1,6 +1,7 @@
 #pragma once
 /// \file
-/// The core umbrella: the graph concept and `compile`, the problem, plans
+/// The core umbrella: the graph concept and `compile` (compile.hpp, the
+/// one that needs Boost's graph_traits), the problem, plans
 /// and their builder, device specs and op-time estimates, the simulator,
 /// the validator, layouts (`assign_layout`), the planner interface and the
 /// classic baselines (vDNN, checkpointing, SuperNeurons). Needs Boost's
@@ -11,6 +12,7 @@
 /// the JSON formats (io/; CMake component `io`), or everything
 /// (memplan/all.hpp).
 
+#include "memplan/compile.hpp"
 #include "memplan/cost/device.hpp"
 #include "memplan/cost/devices.hpp"
 #include "memplan/cost/roofline.hpp"

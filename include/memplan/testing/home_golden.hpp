@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "memplan/compile.hpp"
 #include "memplan/cost/devices.hpp"
 #include "memplan/error.hpp"
 #include "memplan/graph/graph.hpp"
