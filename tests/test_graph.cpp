@@ -3,6 +3,7 @@
 
 #include <doctest/doctest.h>
 
+#include <ranges>
 #include <string>
 #include <vector>
 
@@ -205,16 +206,27 @@ template <>
 struct graph_traits<user::model> : graph_traits<decltype(user::model::net)> {};
 }  // namespace boost
 namespace user {
-inline auto vertices(const model& m) { return boost::vertices(m.net); }
-inline auto num_vertices(const model& m) { return boost::num_vertices(m.net); }
-inline auto out_edges(std::size_t v, const model& m) { return boost::out_edges(v, m.net); }
-inline auto in_edges(std::size_t v, const model& m) { return boost::in_edges(v, m.net); }
-inline auto out_degree(std::size_t v, const model& m) { return boost::out_degree(v, m.net); }
-inline auto in_degree(std::size_t v, const model& m) { return boost::in_degree(v, m.net); }
-template <class E>
-auto source(const E& e, const model& m) { return boost::source(e, m.net); }
-template <class E>
-auto target(const E& e, const model& m) { return boost::target(e, m.net); }
+/// The user's models hold their adjacency_list in `net`.
+template <class M>
+concept holds_net = requires(const M& m) { m.net; };
+template <holds_net M>
+using vertex_of = typename boost::graph_traits<M>::vertex_descriptor;
+template <holds_net M>
+auto vertices(const M& m) { return boost::vertices(m.net); }
+template <holds_net M>
+auto num_vertices(const M& m) { return boost::num_vertices(m.net); }
+template <holds_net M>
+auto out_edges(vertex_of<M> v, const M& m) { return boost::out_edges(v, m.net); }
+template <holds_net M>
+auto in_edges(vertex_of<M> v, const M& m) { return boost::in_edges(v, m.net); }
+template <holds_net M>
+auto out_degree(vertex_of<M> v, const M& m) { return boost::out_degree(v, m.net); }
+template <holds_net M>
+auto in_degree(vertex_of<M> v, const M& m) { return boost::in_degree(v, m.net); }
+template <class E, holds_net M>
+auto source(const E& e, const M& m) { return boost::source(e, m.net); }
+template <class E, holds_net M>
+auto target(const E& e, const M& m) { return boost::target(e, m.net); }
 }  // namespace user
 
 static_assert(memplan::training_graph<user::model>);
@@ -242,6 +254,65 @@ TEST_CASE("a user's boost::adjacency_list adapts through traits without copying"
   // step 0: x w y = 1240; step 1: w y dy = 1240 + 400 - 400 (x died) = 1240.
   CHECK(p.baseline_memory() == std::vector<bytes_t>{1240, 1240});
   CHECK(p.baseline_time_us() == doctest::Approx(9.0));
+}
+
+// ---- Vertex descriptors that are not indices: the graph answers op_index ----
+
+namespace user {
+/// An adjacency_list over listS (vertex descriptors are pointers) whose
+/// layers live beside it, indexed by the graph's vertex_index property.
+struct listed_model {
+  boost::adjacency_list<boost::listS, boost::listS, boost::directedS, boost::property<boost::vertex_index_t, std::size_t>>
+      net;
+  std::vector<layer> layers;
+  std::vector<buffer> buffers;
+};
+using listed_vertex = boost::graph_traits<decltype(listed_model::net)>::vertex_descriptor;
+}  // namespace user
+
+template <>
+struct memplan::training_graph_traits<user::listed_model> {
+  // No default maps a pointer descriptor to an index: the graph says it.
+  static std::size_t op_index(const user::listed_model& m, user::listed_vertex v) {
+    return get(boost::vertex_index, m.net, v);
+  }
+  static const user::layer& at(const user::listed_model& m, user::listed_vertex v) { return m.layers[op_index(m, v)]; }
+  static phase op_phase(const user::listed_model& m, user::listed_vertex v) {
+    return at(m, v).backward ? phase::backward : phase::forward;
+  }
+  static double op_time_us(const user::listed_model& m, user::listed_vertex v) { return at(m, v).micros; }
+  static const std::vector<int>& op_inputs(const user::listed_model& m, user::listed_vertex v) { return at(m, v).reads; }
+  static const std::vector<int>& op_outputs(const user::listed_model& m, user::listed_vertex v) {
+    return at(m, v).writes;
+  }
+  static const std::string& op_name(const user::listed_model& m, user::listed_vertex v) { return at(m, v).label; }
+  static auto tensors(const user::listed_model& m) { return std::views::iota(0, static_cast<int>(m.buffers.size())); }
+  static bytes_t tensor_bytes(const user::listed_model& m, int t) {
+    return m.buffers[static_cast<std::size_t>(t)].size;
+  }
+  static tensor_kind tensor_kind_of(const user::listed_model&, int) { return tensor_kind::activation; }
+};
+namespace boost {
+template <>
+struct graph_traits<user::listed_model> : graph_traits<decltype(user::listed_model::net)> {};
+}  // namespace boost
+static_assert(memplan::training_graph<user::listed_model>);
+
+TEST_CASE("a graph with pointer vertex descriptors compiles through the op_index it answers") {
+  user::listed_model m;
+  m.buffers = {{400, false}, {800, false}, {400, false}};
+  m.layers = {{"fc_grad", 6, true, {1}, {2}}, {"fc", 3, false, {0}, {1}}};  // by vertex_index
+  const auto bwd = boost::add_vertex(m.net);
+  const auto fwd = boost::add_vertex(m.net);
+  put(boost::vertex_index, m.net, bwd, 0);
+  put(boost::vertex_index, m.net, fwd, 1);
+  boost::add_edge(fwd, bwd, m.net);
+  const problem p = compile(m);
+  CHECK(p.op_name == std::vector<std::string>{"fc", "fc_grad"});
+  CHECK(p.op == std::vector<index_t>{1, 0});  // graph op indices: the vertex_index values
+  CHECK(p.producer == std::vector<index_t>{no_index, 0, 1});
+  // step 0: x y = 1200; step 1: y dy = 800 + 400 (x died after step 0) = 1200.
+  CHECK(p.baseline_memory() == std::vector<bytes_t>{1200, 1200});
 }
 
 // ---- Adapting a framework-style struct with member functions and ADL ----

@@ -7,6 +7,7 @@
 //   adjacency_list   (exit 0: the plan fits and passes the validator)
 #include <cstdio>
 #include <map>
+#include <ranges>
 #include <string>
 #include <utility>
 #include <vector>

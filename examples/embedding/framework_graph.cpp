@@ -7,6 +7,7 @@
 // sqrt(n) segments, recompute only) at 60 % of its unplanned peak.
 //   framework_graph   (exit 0: the plan fits and passes the validator)
 #include <cstdio>
+#include <ranges>
 #include <string>
 #include <utility>
 #include <vector>
