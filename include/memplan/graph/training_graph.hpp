@@ -8,16 +8,15 @@
 /// adapting pattern). Adapting a foreign graph therefore takes a traits
 /// specialisation or a few free functions, and copies nothing.
 
-#include <algorithm>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <ranges>
 #include <span>
 #include <string>
 #include <type_traits>
 
 #include <boost/graph/graph_traits.hpp>
-#include <boost/iterator/counting_iterator.hpp>
 
 #include "memplan/fwd.hpp"
 #include "memplan/graph/graph.hpp"
@@ -77,8 +76,8 @@ MEMPLAN_DETAIL_REQUIRED_QUERY(tensor_kind_of);  ///< (g, t) -> tensor_kind
 /// `op_index` where `G` answers none: an integral descriptor is its own
 /// index. A graph with other descriptors (an `adjacency_list` over
 /// `listS`) answers it, e.g. with `get(boost::vertex_index, g, v)`: a
-/// default through the property map would cost every includer Boost's
-/// properties.hpp, 17 % of the core umbrella's compile.
+/// default through the property map would make every includer parse
+/// Boost's properties.hpp.
 template <class G, class V>
   requires std::is_integral_v<V>
 std::size_t default_op_index(const G&, const V& v) { return static_cast<std::size_t>(v); }
@@ -191,10 +190,7 @@ struct training_graph_traits<graph> {
   /// op_info::split_dims
   static const std::vector<int>& op_split_dims(const graph& g, index_t v) { return g.op(v).split_dims; }
   /// The dense indices 0 .. num_tensors()-1.
-  static auto tensors(const graph& g) {
-    using it = boost::counting_iterator<index_t>;
-    return std::ranges::subrange(it(0), it(static_cast<index_t>(g.num_tensors())));
-  }
+  static auto tensors(const graph& g) { return std::views::iota(index_t{0}, static_cast<index_t>(g.num_tensors())); }
   static bytes_t tensor_bytes(const graph& g, index_t t) { return g.tensor(t).bytes; }  ///< tensor_info::bytes
   static tensor_kind tensor_kind_of(const graph& g, index_t t) { return g.tensor(t).kind; }  ///< tensor_info::kind
   /// tensor_info::name
