@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -87,10 +88,12 @@ struct swarm_state {
 /// Algo 3 for one particle: `x` (fitness `fx`) moves, tensor by tensor, to
 /// the action of the last iteration's best `p1` or of its own historical
 /// best `p2`, whichever evaluates cheaper with the tensors before it already
-/// moved. Evaluations whose answer is already known are skipped — the
-/// candidate equal to the current position (its fitness is known), both
-/// candidates when p1 and p2 agree (line 12 takes p2's, whatever O1 and O2
-/// are) — so the result is Algo 3's exactly, with fewer simulations.
+/// moved. Evaluations whose answer is known, or not needed, are skipped —
+/// the candidate equal to the current position (its fitness is known),
+/// both candidates when p1 and p2 agree (line 12 takes p2's, whatever O1
+/// and O2 are), and a candidate whose fitness floor (`evaluate.floor`)
+/// already loses to the other's fitness — so the result is Algo 3's
+/// exactly, with fewer simulations.
 /// Once `out_of_time()` answers true the particle stops where it is (the
 /// time limit; a whole update of a large model takes seconds).
 /// \returns the new position's fitness.
@@ -107,21 +110,33 @@ template <class Evaluate, class Stop>
       }
       continue;
     }
-    const auto value = [&](placement a) {  // lines 5-7: policy[i][j] = a; evaluate(particle_i)
-      if (a == now && known) return fx;
+    // Lines 5-7 for action a: policy[i][j] = a; evaluate(particle_i).
+    const auto exact = [&](placement a) {
       x[j] = a;
-      const fitness f = evaluate(std::span<const placement>(x));
-      if (a == now) {
-        fx = f;
-        known = true;
-      }
-      return f;
+      return evaluate(std::span<const placement>(x));
     };
-    const fitness o1 = value(p1[j]);
-    const fitness o2 = value(p2[j]);
-    // Lines 8-12: keep the cheaper; P2's on a tie.
-    x[j] = o1 < o2 ? p1[j] : p2[j];
-    fx = std::min(o1, o2);
+    const auto floor = [&](placement a) {
+      x[j] = a;
+      return evaluate.floor(std::span<const placement>(x));
+    };
+    std::optional<fitness> o1;
+    std::optional<fitness> o2;
+    if (known && now == p1[j]) o1 = fx;
+    if (known && now == p2[j]) o2 = fx;
+    if (!o1 && !o2) {  // the one that may be cheaper first
+      if (floor(p2[j]) < floor(p1[j])) {
+        o2 = exact(p2[j]);
+      } else {
+        o1 = exact(p1[j]);
+      }
+    }
+    // Lines 8-12: keep the cheaper, P2's on a tie. A floor that loses
+    // decides it: O1 >= floor(O1) >= O2, or O2 >= floor(O2) > O1.
+    if (!o1 && !(*o2 <= floor(p1[j]))) o1 = exact(p1[j]);
+    if (!o2 && !(*o1 < floor(p2[j]))) o2 = exact(p2[j]);
+    const bool first = o1 && (!o2 || *o1 < *o2);
+    x[j] = first ? p1[j] : p2[j];
+    fx = first ? *o1 : *o2;
     known = true;
   }
   return known ? fx : evaluate(std::span<const placement>(x));

@@ -123,8 +123,9 @@ class residency_bound {
     }
   }
 
-  /// Whether placement `x` is proven not to fit `budget`.
-  [[nodiscard]] bool exceeds(std::span<const placement> x, bytes_t budget) {
+  /// The bytes on the device while some op of placement `x`'s plan runs,
+  /// in any run of it: a floor under its peak with or without a budget.
+  [[nodiscard]] bytes_t least_peak(std::span<const placement> x) {
     change_.assign(live_.size() + 1, 0);
     for (std::size_t j = 0; j < x.size(); ++j) {
       if (x[j] == placement::retain || evicted_from_[j] >= evicted_to_[j]) continue;
@@ -137,12 +138,16 @@ class residency_bound {
       }
     }
     bytes_t evicted = 0;
+    bytes_t least = 0;
     for (std::size_t s = 0; s < live_.size(); ++s) {
       evicted += change_[s];
-      if (live_[s] - evicted > budget) return true;
+      least = std::max(least, live_[s] - evicted);
     }
-    return false;
+    return least;
   }
+
+  /// Whether placement `x` is proven not to fit `budget`.
+  [[nodiscard]] bool exceeds(std::span<const placement> x, bytes_t budget) { return least_peak(x) > budget; }
 
  private:
   std::vector<bytes_t> live_;          ///< per step, with no planning
@@ -176,6 +181,19 @@ class evaluator {
     memo_->insert(key_, f);
     return f;
   }
+  /// A fitness no greater than `x`'s, without simulating it: the memo's
+  /// where it holds `x`, else how far the residency bound puts it over the
+  /// budget (excess only: its time is at least 0), else 0. Algo 3 needs a
+  /// candidate's exact fitness only where the floor does not already
+  /// decide its comparison (update_particle).
+  [[nodiscard]] fitness floor(std::span<const placement> x) {
+    if (memo_ != nullptr) {
+      key_.assign(x);
+      if (const std::optional<fitness> known = memo_->find(key_)) return *known;
+    }
+    const bytes_t least = bound_.least_peak(x);
+    return {least > budget_ ? least - budget_ : 0, 0.0};
+  }
   /// Placements evaluated so far.
   [[nodiscard]] std::int64_t evaluations() const noexcept { return evaluations_; }
   /// Of those, the ones simulated (not found in the memo).
@@ -191,7 +209,7 @@ class evaluator {
   [[nodiscard]] fitness simulate(std::span<const placement> x) {
     ++simulations_;
     const plan pl = emit(*p_, *fm_, x, budget_).take();
-    if (bound_.exceeds(x, budget_)) {
+    if (bound_.least_peak(x) > budget_) {
       ++bound_hits_;
       const report free_run = sim_.run(*p_, pl, *dev_, simulator::unlimited, numbers_only);
       MEMPLAN_EXPECTS(free_run.feasible, error, "home: an emitted plan is invalid: ", free_run.failure);
