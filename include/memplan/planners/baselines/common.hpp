@@ -112,7 +112,9 @@ class basic_emitter {
   void bring_inputs(index_t s) {
     step_ = s;
     recomputed_.clear();
-    for (const index_t t : p_->inputs(s)) bring(t);
+    for (const index_t t : p_->inputs(s)) {
+      if (where_[static_cast<std::size_t>(t)] != residence::device) bring(t);  // most are there
+    }
   }
   /// The freed tensors that the last `bring_inputs` recomputed, in order.
   [[nodiscard]] const std::vector<index_t>& recomputed() const noexcept { return recomputed_; }
