@@ -67,6 +67,7 @@ void bm_search(benchmark::State& state) {
   state.counters["evaluations"] = static_cast<double>(r.evaluations);
   state.counters["simulations"] = static_cast<double>(r.simulations);
   state.counters["bound_hits"] = static_cast<double>(r.bound_hits);
+  state.counters["floor_decisions"] = static_cast<double>(r.floor_decisions);
   state.counters["fixed_point"] = r.fixed_point;
   state.counters["best_ms"] = r.best_fitness.time_us / 1e3;
   state.counters["excess_MiB"] = static_cast<double>(r.best_fitness.excess_bytes) / (1 << 20);

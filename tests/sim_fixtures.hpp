@@ -229,7 +229,9 @@ inline problem make() {
 //   2 f3: a2 -> a3(100)              5 b1: g2, a1 -> g1(100)
 //                                    6 b0: g1, x  -> g0(100)
 // Baseline: 700 µs; live bytes per step 300, 500, 600, 700, 700, 500, 300.
-inline problem three_layers() {
+// `b1_reads_a1` false: b1 reads g2 alone (a ReLU's backward reads its
+// output), so a1 dies after f2: 300, 500, 400, 500, 500, 300, 300.
+inline problem three_layers(bool b1_reads_a1 = true) {
   graph_maker m;
   const index_t x = m.tensor("x", 100, tensor_kind::input);
   const index_t a1 = m.tensor("a1", 200, tensor_kind::activation);
@@ -244,7 +246,7 @@ inline problem three_layers() {
   m.op("f3", 100, {a2}, {a3});
   m.op("b3", 100, {a3}, {g3}, 0, phase::backward);
   m.op("b2", 100, {g3, a2}, {g2}, 0, phase::backward);
-  m.op("b1", 100, {g2, a1}, {g1}, 0, phase::backward);
+  m.op("b1", 100, b1_reads_a1 ? std::vector<index_t>{g2, a1} : std::vector<index_t>{g2}, {g1}, 0, phase::backward);
   m.op("b0", 100, {g1, x}, {g0}, 0, phase::backward);
   return m.compile();
 }

@@ -4,7 +4,7 @@ import os
 import pathlib
 import subprocess
 
-from . import batches, figures, fmt
+from . import batches, figures, fmt, speed
 from .registry import table
 
 DEVICE = ("--cifar", "--device", "rtx-2080ti")
@@ -94,7 +94,7 @@ def table3(mp, quick):
         model = label.split(" b")[0]
         golden = "no: " + r["error_message"] if r.get("error_occurred") else "yes"
         if r.get("error_occurred"):
-            rows.append([label] + ["-"] * 11 + [golden])
+            rows.append([label] + ["-"] * 12 + [golden])
             continue
         per_eval_us = seconds(evaluate[label], "real_time") * 1e6
         paper_eval_ms, paper_search_s = figures.HOME_TABLE3[model]
@@ -103,13 +103,17 @@ def table3(mp, quick):
             within.append(model)
         sims = r["simulations"]
         rows.append([label, f"{int(r['feature_maps'])}", f"{int(r['fixed_point'])}",
-                     f"{r['evaluations'] / 1e3:,.0f} k", f"{sims / 1e3:,.1f} k",
+                     f"{r['evaluations'] / 1e3:,.0f} k", f"{r['floor_decisions'] / 1e3:,.0f} k", f"{sims / 1e3:,.1f} k",
                      f"{100 * r['bound_hits'] / sims:.0f} %", f"{per_eval_us:,.1f} µs",
                      f"{cpu_s / sims * 1e6:,.0f} µs", f"{paper_eval_ms} ms", f"{wall_s:,.2f} s ({cpu_s:,.1f} s CPU)",
                      f"{paper_search_s} s", f"{search_limit_s(model):g} s", golden])
-    head = ["model (batch)", "feature maps", "fixed point at", "evaluations", "simulations", "proven over by the bound",
+    head = ["model (batch)", "feature maps", "fixed point at", "evaluations", "lost by a floor", "simulations",
+            "proven over by the bound",
             "evaluator per random placement", "per simulation in the search", "HOME Table 3 evaluator",
             "search wall", "HOME Table 3 search", "issue 29 limit", "golden result"]
     models = [r[0].split(" b")[0] for r in rows]
+    # The machine's speed in the same sitting: wall times move with it.
+    reference = speed.micros(speed.medians(mp, "bench_simulate", ["bm_simulate/1000"])["bm_simulate/1000"], "real_time")
     return fmt.table(head, rows, numeric_from=1) + [
-        "", "Searches within issue 29's limit: " + fmt.claim("within", within, models) + "."]
+        "", "Searches within issue 29's limit: " + fmt.claim("within", within, models) + ".",
+        "", f"The machine in the same sitting: `bm_simulate/1000` (the simulator-speed table) took {speed.duration(reference)}."]

@@ -48,9 +48,10 @@ struct search_result {
   std::vector<placement> best;         ///< the best-ever particle (Algo 1 line 9)
   fitness best_fitness;
   std::vector<search_point> history;   ///< the best-ever fitness after each iteration
-  std::int64_t evaluations = 0;        ///< placements evaluated (Algo 3's evaluate calls that were not skipped)
+  std::int64_t evaluations = 0;        ///< candidates Algo 3 needed the exact fitness of: simulated or remembered
   std::int64_t simulations = 0;        ///< of those, the ones simulated (not remembered)
   std::int64_t bound_hits = 0;         ///< of those, the ones the residency bound proved not to fit
+  std::int64_t floor_decisions = 0;    ///< candidates a floor proved to lose, not evaluated
   int iterations_done = 0;
   int fixed_point = 0;                 ///< the iteration that ended where it started (0: none); the search stopped there
 };
@@ -83,6 +84,17 @@ struct swarm_state {
 /// its initial position does not depend on which thread draws it.
 [[nodiscard]] inline std::uint64_t splitmix64(std::uint64_t& state) noexcept {
   return mix64(state += 0x9E3779B97F4A7C15ULL);
+}
+
+/// The second candidate of an Algo 3 comparison: its exact fitness, or
+/// none where its floor `f` already `loses`.
+template <class Loses, class Exact, class Evaluate>
+[[nodiscard]] std::optional<fitness> other(const estimate& f, const Loses& loses, const Exact& exact,
+                                           Evaluate& evaluate) {
+  if (f.exact) return f.value;
+  if (!loses(f.value)) return exact();
+  evaluate.decided_by_floor();
+  return std::nullopt;
 }
 
 /// Algo 3 for one particle: `x` (fitness `fx`) moves, tensor by tensor, to
@@ -124,17 +136,23 @@ template <class Evaluate, class Stop>
     if (known && now == p1[j]) o1 = fx;
     if (known && now == p2[j]) o2 = fx;
     if (!o1 && !o2) {  // the one that may be cheaper first
-      if (floor(p2[j]) < floor(p1[j])) {
-        o2 = exact(p2[j]);
-      } else {
-        o1 = exact(p1[j]);
+      const estimate f1 = floor(p1[j]);
+      const estimate f2 = floor(p2[j]);
+      if (f1.exact) o1 = f1.value;
+      if (f2.exact) o2 = f2.value;
+      if (!o1 && !o2) {
+        if (f2.value < f1.value) {
+          o2 = exact(p2[j]);
+        } else {
+          o1 = exact(p1[j]);
+        }
       }
     }
     // Lines 8-12: keep the cheaper, P2's on a tie. A floor that loses
     // decides it: O1 >= floor(O1) >= O2, or O2 >= floor(O2) > O1.
-    if (!o1 && !(*o2 <= floor(p1[j]))) o1 = exact(p1[j]);
-    if (!o2 && !(*o1 < floor(p2[j]))) o2 = exact(p2[j]);
-    const bool first = o1 && (!o2 || *o1 < *o2);
+    if (!o1) o1 = other(floor(p1[j]), [&](fitness f) { return *o2 <= f; }, [&] { return exact(p1[j]); }, evaluate);
+    if (!o2) o2 = other(floor(p2[j]), [&](fitness f) { return *o1 < f; }, [&] { return exact(p2[j]); }, evaluate);
+    const bool first = o1 && (!o2 || *o1 < *o2);  // an empty one lost by its floor
     x[j] = first ? p1[j] : p2[j];
     fx = first ? *o1 : *o2;
     known = true;
@@ -237,6 +255,7 @@ template <class Evaluate, class Stop>
     r.evaluations += e.evaluations();
     r.simulations += e.simulations();
     r.bound_hits += e.bound_hits();
+    r.floor_decisions += e.floor_decisions();
   }
   return r;
 }

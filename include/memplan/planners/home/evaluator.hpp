@@ -43,21 +43,28 @@ class evaluator {
     return f;
   }
   /// A fitness no greater than `x`'s, without simulating it: the memo's
-  /// where it holds `x`; else, where the residency bound proves it does
-  /// not fit (its excess is then its peak without a budget less the
+  /// (exact) where it holds `x`; else, where the residency bound proves it
+  /// does not fit (its excess is then its peak without a budget less the
   /// budget), the excess of the bound's floor under that peak, and time 0;
   /// else 0. Algo 3 needs a candidate's exact fitness only where the floor
   /// does not already decide its comparison (update_particle).
-  [[nodiscard]] fitness floor(std::span<const placement> x) {
+  [[nodiscard]] estimate floor(std::span<const placement> x) {
     if (memo_ != nullptr) {
       key_.assign(x);
-      if (const std::optional<fitness> known = memo_->find(key_)) return *known;
+      if (const std::optional<fitness> known = memo_->find(key_)) {
+        ++evaluations_;
+        return {*known, true};
+      }
     }
-    if (bound_.least_peak(x) <= budget_) return {0, 0.0};
-    return {bound_.least_unbounded_peak(x) - budget_, 0.0};
+    if (bound_.least_peak(x) <= budget_) return {{0, 0.0}, false};
+    return {{bound_.least_unbounded_peak(x) - budget_, 0.0}, false};
   }
-  /// Placements evaluated so far.
+  /// Algo 3 found a candidate's floor already loses: it was not evaluated.
+  void decided_by_floor() noexcept { ++floor_decisions_; }
+  /// Placements evaluated so far (their exact fitness: simulated or remembered).
   [[nodiscard]] std::int64_t evaluations() const noexcept { return evaluations_; }
+  /// Candidates whose comparison a floor decided without evaluating them.
+  [[nodiscard]] std::int64_t floor_decisions() const noexcept { return floor_decisions_; }
   /// Of those, the ones simulated (not found in the memo).
   [[nodiscard]] std::int64_t simulations() const noexcept { return simulations_; }
   /// Of those, the ones `residency_bound` proved not to fit: simulated
@@ -98,6 +105,7 @@ class evaluator {
   std::int64_t evaluations_ = 0;
   std::int64_t simulations_ = 0;
   std::int64_t bound_hits_ = 0;
+  std::int64_t floor_decisions_ = 0;
 };
 
 }  // namespace memplan::detail::home

@@ -23,4 +23,10 @@ struct fitness {
   auto operator<=>(const fitness&) const = default;
 };
 
+/// A fitness no greater than a placement's, and whether it is its fitness.
+struct estimate {
+  fitness value;
+  bool exact = false;
+};
+
 }  // namespace memplan::detail::home
