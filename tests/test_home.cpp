@@ -241,15 +241,15 @@ TEST_CASE("the residency bound on three layers: proofs worked by hand, each one 
   // keeping a1 (b2: at least 600): 2 x 3 x 3 = 18.
   // Its floor under the peak: keeping everything, the 700 B of b3; x
   // swapped (100 B off in f2-b1): 600 B at b3 and b2, the peak it runs at.
-  CHECK(bound.least_peak(std::vector<placement>(4, placement::retain)) == 700);
-  CHECK(bound.least_peak(std::vector<placement>{placement::swap, placement::retain, placement::retain,
-                                                placement::retain}) == 600);
+  CHECK(bound.floors_of(std::vector<placement>(4, placement::retain)).any_run == 700);
+  CHECK(bound.floors_of(std::vector<placement>{placement::swap, placement::retain, placement::retain,
+                                               placement::retain}).any_run == 600);
   const std::vector<std::pair<bytes_t, int>> proofs{{700, 0}, {600, 9}, {500, 18}};
   for (const auto& [budget, expected] : proofs) {
     CAPTURE(budget);
     int proven = 0;
     for (const auto& x : all_placements(fm)) {
-      if (!bound.exceeds(x, budget)) continue;
+      if (bound.floors_of(x).any_run <= budget) continue;
       ++proven;
       CHECK_FALSE(simulate(p, detail::home::emit(p, fm, x, budget).take(), dev, budget).feasible);
     }
@@ -270,14 +270,14 @@ TEST_CASE("floors worked by hand: a recomputation holds what it reads, a swap-ou
   // counting it the floor would be 500 B.
   const std::vector<placement> recompute_a2{placement::retain, placement::retain, placement::recompute,
                                             placement::retain};
-  CHECK(bound.least_peak(recompute_a2) == 600);
-  CHECK(bound.least_unbounded_peak(recompute_a2) == 600);
+  CHECK(bound.floors_of(recompute_a2).any_run == 600);
+  CHECK(bound.floors_of(recompute_a2).unbounded == 600);
   CHECK(unbounded_peak(recompute_a2) == 600);
   // a1 swapped: f1 ends at 100, its swap-out runs 100-300, so a1 is still
   // there when f3 starts at 200: 600 B without a budget; timing aside, 500.
   const std::vector<placement> swap_a1{placement::retain, placement::swap, placement::retain, placement::retain};
-  CHECK(bound.least_peak(swap_a1) == 500);
-  CHECK(bound.least_unbounded_peak(swap_a1) == 600);
+  CHECK(bound.floors_of(swap_a1).any_run == 500);
+  CHECK(bound.floors_of(swap_a1).unbounded == 600);
   CHECK(unbounded_peak(swap_a1) == 600);
 }
 
@@ -301,17 +301,18 @@ TEST_CASE("the residency bound proves only plans that do not fit and floors ever
     const plan pl = detail::home::emit(p, fm, x, budget).take();
     // Floors under the peak of any run, and of the one without a budget.
     const bytes_t unbounded_peak = simulate(p, pl, gpu, simulator::unlimited).peak_bytes;
-    CHECK(bound.least_peak(x) <= bound.least_unbounded_peak(x));
-    CHECK(bound.least_unbounded_peak(x) <= unbounded_peak);
-    tighter += bound.least_unbounded_peak(x) > bound.least_peak(x) ? 1 : 0;
-    if (!bound.exceeds(x, budget)) continue;
+    const detail::home::residency_bound::floors f = bound.floors_of(x);
+    CHECK(f.any_run <= f.unbounded);
+    CHECK(f.unbounded <= unbounded_peak);
+    tighter += f.unbounded > f.any_run ? 1 : 0;
+    if (f.any_run <= budget) continue;
     ++proven;
     CHECK_FALSE(simulate(p, pl, gpu, budget).feasible);
     // The evaluator's floor: the excess the bound proves, no more than the fitness's.
     detail::home::evaluator evaluate(p, gpu, fm, budget);
     const detail::home::estimate floor = evaluate.floor(x);
     CHECK_FALSE(floor.exact);
-    CHECK(floor.value == fitness{bound.least_unbounded_peak(x) - budget, 0.0});
+    CHECK(floor.value == fitness{f.unbounded - budget, 0.0});
     CHECK(floor.value <= evaluate(x));
   }
   CHECK(proven > 10);

@@ -133,15 +133,17 @@ template <class Evaluate, class Stop>
     };
     std::optional<fitness> o1;
     std::optional<fitness> o2;
+    std::optional<estimate> f1;  // the floors found so far
+    std::optional<estimate> f2;
     if (known && now == p1[j]) o1 = fx;
     if (known && now == p2[j]) o2 = fx;
     if (!o1 && !o2) {  // the one that may be cheaper first
-      const estimate f1 = floor(p1[j]);
-      const estimate f2 = floor(p2[j]);
-      if (f1.exact) o1 = f1.value;
-      if (f2.exact) o2 = f2.value;
+      f1 = floor(p1[j]);
+      f2 = floor(p2[j]);
+      if (f1->exact) o1 = f1->value;
+      if (f2->exact) o2 = f2->value;
       if (!o1 && !o2) {
-        if (f2.value < f1.value) {
+        if (f2->value < f1->value) {
           o2 = exact(p2[j]);
         } else {
           o1 = exact(p1[j]);
@@ -150,8 +152,12 @@ template <class Evaluate, class Stop>
     }
     // Lines 8-12: keep the cheaper, P2's on a tie. A floor that loses
     // decides it: O1 >= floor(O1) >= O2, or O2 >= floor(O2) > O1.
-    if (!o1) o1 = other(floor(p1[j]), [&](fitness f) { return *o2 <= f; }, [&] { return exact(p1[j]); }, evaluate);
-    if (!o2) o2 = other(floor(p2[j]), [&](fitness f) { return *o1 < f; }, [&] { return exact(p2[j]); }, evaluate);
+    if (!o1) {
+      o1 = other(f1 ? *f1 : floor(p1[j]), [&](fitness f) { return *o2 <= f; }, [&] { return exact(p1[j]); }, evaluate);
+    }
+    if (!o2) {
+      o2 = other(f2 ? *f2 : floor(p2[j]), [&](fitness f) { return *o1 < f; }, [&] { return exact(p2[j]); }, evaluate);
+    }
     const bool first = o1 && (!o2 || *o1 < *o2);  // an empty one lost by its floor
     x[j] = first ? p1[j] : p2[j];
     fx = first ? *o1 : *o2;

@@ -4,9 +4,12 @@
 /// plan of a placement (feature_maps.hpp) in place of HOME's Algo 2.
 
 #include <algorithm>
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <vector>
 
 #include "memplan/cost/device.hpp"
 #include "memplan/error.hpp"
@@ -56,8 +59,10 @@ class evaluator {
         return {*known, true};
       }
     }
-    if (bound_.least_peak(x) <= budget_) return {{0, 0.0}, false};
-    return {{bound_.least_unbounded_peak(x) - budget_, 0.0}, false};
+    const residency_bound::floors f = bound_.floors_of(x);
+    remember(x, f.any_run);
+    if (f.any_run <= budget_) return {{0, 0.0}, false};
+    return {{f.unbounded - budget_, 0.0}, false};
   }
   /// Algo 3 found a candidate's floor already loses: it was not evaluated.
   void decided_by_floor() noexcept { ++floor_decisions_; }
@@ -78,7 +83,7 @@ class evaluator {
   [[nodiscard]] fitness simulate(std::span<const placement> x) {
     ++simulations_;
     const plan pl = emit(*p_, *fm_, x, budget_).take();
-    if (bound_.least_peak(x) > budget_) {
+    if (least_peak(x) > budget_) {
       ++bound_hits_;
       const report free_run = sim_.run(*p_, pl, *dev_, simulator::unlimited, numbers_only);
       MEMPLAN_EXPECTS(free_run.feasible, error, "home: an emitted plan is invalid: ", free_run.failure);
@@ -91,6 +96,26 @@ class evaluator {
     return {std::max<bytes_t>(need.peak_bytes - budget_, 1), need.time_us};
   }
 
+  /// Algo 3 asks for the floor of a candidate, then often simulates it: the
+  /// floor under any run's peak of the last two placements `floor` bounded
+  /// is kept for `simulate`.
+  struct bounded {
+    std::vector<placement> x;
+    bytes_t any_run = -1;
+  };
+  void remember(std::span<const placement> x, bytes_t any_run) {
+    bounded& slot = bounded_[next_ ^= 1];
+    slot.x.assign(x.begin(), x.end());
+    slot.any_run = any_run;
+  }
+  /// `residency_bound::floors::any_run` of `x`.
+  [[nodiscard]] bytes_t least_peak(std::span<const placement> x) {
+    for (const bounded& b : bounded_) {
+      if (std::ranges::equal(b.x, x)) return b.any_run;
+    }
+    return bound_.floors_of(x).any_run;
+  }
+
   /// The fitness needs the run's time and peak: no messages, no baseline.
   static constexpr simulate_options numbers_only{.describe_failure = false, .baseline_peak = false};
 
@@ -100,6 +125,8 @@ class evaluator {
   bytes_t budget_;
   placement_memo* memo_;
   residency_bound bound_;
+  std::array<bounded, 2> bounded_;
+  std::size_t next_ = 0;  ///< the slot of bounded_ written last
   simulator sim_;
   placement_key key_;
   std::int64_t evaluations_ = 0;

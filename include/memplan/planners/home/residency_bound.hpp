@@ -56,22 +56,22 @@ class residency_bound {
     time_forward_pass(p, fm, dev);
   }
 
-  /// The bytes on the device while some op of placement `x`'s plan runs,
-  /// in any run of it: a floor under its peak with or without a budget.
-  [[nodiscard]] bytes_t least_peak(std::span<const placement> x) {
+  /// Two floors under the peak of a placement's plan.
+  struct floors {
+    /// The bytes on the device while some op runs, in any run of it (with
+    /// or without a budget).
+    bytes_t any_run = 0;
+    /// Under the peak of the run without a budget: at least `any_run`, and
+    /// the swapped maps still being copied out when a forward op starts.
+    bytes_t unbounded = 0;
+  };
+  /// Both floors of placement `x`, from one count of its evictions.
+  [[nodiscard]] floors floors_of(std::span<const placement> x) {
     count_evictions(x);
-    return highest();
-  }
-  /// A floor under the peak of `x`'s plan run without a budget: at least
-  /// `least_peak`, and the swapped maps still being copied out when a
-  /// forward op starts count as well.
-  [[nodiscard]] bytes_t least_unbounded_peak(std::span<const placement> x) {
-    count_evictions(x);
+    const bytes_t any_run = highest();
     count_copies_in_flight(x);
-    return highest();
+    return {any_run, highest()};
   }
-  /// Whether placement `x` is proven not to fit `budget`.
-  [[nodiscard]] bool exceeds(std::span<const placement> x, bytes_t budget) { return least_peak(x) > budget; }
 
  private:
   /// `change_`: per step, the evicted feature maps' bytes from there on.
