@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 from .fmt import ROOT, row_cells
+from .fmt import table as table_md
 from .registry import table
 
 # Columns of tools/execute_table.py's rows.
@@ -71,3 +72,21 @@ def executor_batch_32_64_large(mp, quick):
     """vgg16, inception_v3 and densenet121 at batches 32 and 64, arenas up to 12 GiB."""
     return executor_table(mp, quick, ["--batches", "32,64", "--models", "vgg16,inception_v3,densenet121",
                                       "--dtr-logs", "", "--max-arena-gib", "12"], ("zoo",))
+
+
+@table("executor-resnet50", file="docs/executor.md", minutes=0.2, deterministic=True)
+def executor_resnet50(mp, quick):
+    """docs/executor.md's worked example: ResNet-50 at batch 2, tsplit at 60 % and dtr at 75 %, run on the host."""
+    runs = [("tsplit", "60%")] if quick else [("tsplit", "60%"), ("dtr", "75%")]
+    head = ["planner, budget", "arena / budget", "live peak", "high water", "compactions", "compacted",
+            "pinned compactions"]
+    rows = []
+    for planner, budget in runs:
+        r = mp.json("execute", "--model", "resnet50", "--batch", "2", "--device", "titan-rtx", "--budget", budget,
+                    "--planner", planner)
+        if not r["ok"]:
+            raise RuntimeError(f"memplan execute --planner {planner} --budget {budget}: {r.get('failure', '')}")
+        rows.append([f"{planner}, {budget[:-1]} %", f"{r['arena_bytes']:,} / {r['budget_bytes']:,} B",
+                     f"{r['peak_live_bytes']:,} B", f"{r['arena_high_water_bytes']:,} B", r["compactions"],
+                     f"{r['compacted_bytes']:,} B", r["pinned_compactions"]])
+    return table_md(head, rows)
