@@ -122,10 +122,11 @@ template <class Evaluate, class Stop>
       }
       continue;
     }
-    // Lines 5-7 for action a: policy[i][j] = a; evaluate(particle_i).
-    const auto exact = [&](placement a) {
+    // Lines 5-7 for action a: policy[i][j] = a; evaluate(particle_i), with
+    // the floor `f` found for it.
+    const auto exact = [&](placement a, const estimate& f) {
       x[j] = a;
-      return evaluate(std::span<const placement>(x));
+      return evaluate(std::span<const placement>(x), &f);
     };
     const auto floor = [&](placement a) {
       x[j] = a;
@@ -144,19 +145,21 @@ template <class Evaluate, class Stop>
       if (f2->exact) o2 = f2->value;
       if (!o1 && !o2) {
         if (f2->value < f1->value) {
-          o2 = exact(p2[j]);
+          o2 = exact(p2[j], *f2);
         } else {
-          o1 = exact(p1[j]);
+          o1 = exact(p1[j], *f1);
         }
       }
     }
     // Lines 8-12: keep the cheaper, P2's on a tie. A floor that loses
     // decides it: O1 >= floor(O1) >= O2, or O2 >= floor(O2) > O1.
     if (!o1) {
-      o1 = other(f1 ? *f1 : floor(p1[j]), [&](fitness f) { return *o2 <= f; }, [&] { return exact(p1[j]); }, evaluate);
+      const estimate f = f1 ? *f1 : floor(p1[j]);
+      o1 = other(f, [&](fitness v) { return *o2 <= v; }, [&] { return exact(p1[j], f); }, evaluate);
     }
     if (!o2) {
-      o2 = other(f2 ? *f2 : floor(p2[j]), [&](fitness f) { return *o1 < f; }, [&] { return exact(p2[j]); }, evaluate);
+      const estimate f = f2 ? *f2 : floor(p2[j]);
+      o2 = other(f, [&](fitness v) { return *o1 < v; }, [&] { return exact(p2[j], f); }, evaluate);
     }
     const bool first = o1 && (!o2 || *o1 < *o2);  // an empty one lost by its floor
     x[j] = first ? p1[j] : p2[j];

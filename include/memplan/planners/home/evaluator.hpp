@@ -4,12 +4,9 @@
 /// plan of a placement (feature_maps.hpp) in place of HOME's Algo 2.
 
 #include <algorithm>
-#include <array>
-#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
-#include <vector>
 
 #include "memplan/cost/device.hpp"
 #include "memplan/error.hpp"
@@ -35,13 +32,14 @@ class evaluator {
 
   /// The fitness of placement `x`: one full simulation (which, when it does
   /// not fit, also finds how much it needs without a budget), or the one
-  /// remembered from simulating the same placement.
-  [[nodiscard]] fitness operator()(std::span<const placement> x) {
+  /// remembered from simulating the same placement. `known`: `floor(x)`,
+  /// where the caller has it (the bound is then not counted again).
+  [[nodiscard]] fitness operator()(std::span<const placement> x, const estimate* known = nullptr) {
     ++evaluations_;
-    if (memo_ == nullptr) return simulate(x);
+    if (memo_ == nullptr) return simulate(x, known);
     key_.assign(x);
-    if (const std::optional<fitness> known = memo_->find(key_)) return *known;
-    const fitness f = simulate(x);
+    if (const std::optional<fitness> remembered = memo_->find(key_)) return *remembered;
+    const fitness f = simulate(x, known);
     memo_->insert(key_, f);
     return f;
   }
@@ -60,7 +58,6 @@ class evaluator {
       }
     }
     const residency_bound::floors f = bound_.floors_of(x);
-    remember(x, f.any_run);
     if (f.any_run <= budget_) return {{0, 0.0}, false};
     return {{f.unbounded - budget_, 0.0}, false};
   }
@@ -79,11 +76,13 @@ class evaluator {
  private:
   /// The fitness a simulation gives: under the budget and, where the plan
   /// does not fit, without one. Where the bound proves it does not fit,
-  /// the run without a budget is all that is needed.
-  [[nodiscard]] fitness simulate(std::span<const placement> x) {
+  /// the run without a budget is all that is needed. A floor with an excess
+  /// is one the bound proved over budget (`floor`: any_run > budget, so
+  /// unbounded - budget > 0).
+  [[nodiscard]] fitness simulate(std::span<const placement> x, const estimate* known) {
     ++simulations_;
     const plan pl = emit(*p_, *fm_, x, budget_).take();
-    if (least_peak(x) > budget_) {
+    if (known != nullptr ? known->value.excess_bytes > 0 : bound_.floors_of(x).any_run > budget_) {
       ++bound_hits_;
       const report free_run = sim_.run(*p_, pl, *dev_, simulator::unlimited, numbers_only);
       MEMPLAN_EXPECTS(free_run.feasible, error, "home: an emitted plan is invalid: ", free_run.failure);
@@ -96,26 +95,6 @@ class evaluator {
     return {std::max<bytes_t>(need.peak_bytes - budget_, 1), need.time_us};
   }
 
-  /// Algo 3 asks for the floor of a candidate, then often simulates it: the
-  /// floor under any run's peak of the last two placements `floor` bounded
-  /// is kept for `simulate`.
-  struct bounded {
-    std::vector<placement> x;
-    bytes_t any_run = -1;
-  };
-  void remember(std::span<const placement> x, bytes_t any_run) {
-    bounded& slot = bounded_[next_ ^= 1];
-    slot.x.assign(x.begin(), x.end());
-    slot.any_run = any_run;
-  }
-  /// `residency_bound::floors::any_run` of `x`.
-  [[nodiscard]] bytes_t least_peak(std::span<const placement> x) {
-    for (const bounded& b : bounded_) {
-      if (std::ranges::equal(b.x, x)) return b.any_run;
-    }
-    return bound_.floors_of(x).any_run;
-  }
-
   /// The fitness needs the run's time and peak: no messages, no baseline.
   static constexpr simulate_options numbers_only{.describe_failure = false, .baseline_peak = false};
 
@@ -125,8 +104,6 @@ class evaluator {
   bytes_t budget_;
   placement_memo* memo_;
   residency_bound bound_;
-  std::array<bounded, 2> bounded_;
-  std::size_t next_ = 0;  ///< the slot of bounded_ written last
   simulator sim_;
   placement_key key_;
   std::int64_t evaluations_ = 0;
