@@ -406,12 +406,19 @@ class _Runner(TorchDispatchMode):
             self.internal = outer
 
     def _tid(self, t):
-        k = storage_key(t)
-        if k not in self.current and t.dim() == 0:
+        tid = self._version(storage_key(t))
+        if tid is None and t.dim() == 0:
             return None  # a Python scalar (exporter.Recorder._read): kept as it is
-        if k not in self.current:
+        if tid is None:
             raise PlanError(f"a storage of {storage_bytes(t)} bytes reached an op without being made by one")
-        return self.current[k]
+        return tid
+
+    def _version(self, k):
+        """The id of the version the storage at address `k` holds, or None
+        where the plan has released that version (its address may since hold
+        a storage no op made)."""
+        tid = self.current.get(k)
+        return tid if tid in self.state or tid in self.resident else None
 
     def _hold(self, op, made):
         if len(made) != len(op["outputs"]):
@@ -590,6 +597,12 @@ class _Runner(TorchDispatchMode):
             self.shrinking.append((tid, storage))
 
     def _shrink(self, tid, storage):
+        """Releases the storage's bytes. Its address goes from `current`
+        with them: PyTorch may place a storage no op made there next (a
+        Python scalar it wraps), which is no version of the graph's; the
+        swap-in registers the address it gets."""
+        if self.current.get(storage.data_ptr()) == tid:
+            del self.current[storage.data_ptr()]
         self.acc.park(tid, storage)
         storage.resize_(0)
 
@@ -741,9 +754,8 @@ class _Runner(TorchDispatchMode):
     # ---- autograd's saved tensors ------------------------------------------------
 
     def pack(self, t):
-        k = storage_key(t) if storage_bytes(t) else None
-        tid = self.current.get(k)
-        if tid is None or tid in self.state or tid not in self.resident:
+        tid = self._version(storage_key(t)) if storage_bytes(t) else None
+        if tid is None or tid in self.state:
             return t
         return _Ref(tid, t)
 

@@ -131,5 +131,32 @@ class PlannedStep(unittest.TestCase):
         self.assert_step("transformer", "capuchin", "80%")
 
 
+class Addresses(unittest.TestCase):
+    def test_no_released_address_names_a_version(self):
+        """The runner finds the graph tensor a storage holds by its address. A
+        swap-out releases the address, and PyTorch may place a storage no op
+        made there next (a Python scalar it wraps, which autograd may save):
+        the address must then name nothing, or its backward unpacks the
+        scalar as the swapped tensor (an int64 view of a float storage)."""
+        from memplan_torch import runtime, trace
+        model, inputs, target, loss_fn = models.build("resnet18", 8)
+        optimizer = models.sgd(model)
+        graph = export(model, inputs, target, loss_fn, optimizer, device="v100")
+        plan = memplan.plan(graph, device="v100", budget="50%", planner="tsplit").to_json()
+        stale = []
+
+        def run(model, inputs, target, loss_fn, optimizer):
+            def on_phase(phase):  # the forward's swap-outs have shrunk their storages
+                r = runtime._inside.runner
+                if phase == "backward":
+                    stale.extend((k, tid) for k, tid in r.current.items()
+                                 if tid in r.resident and r.resident[tid].data_ptr() != k)
+            return trace.training_step(model, inputs, target, loss_fn, optimizer, on_phase)
+
+        step = runtime.PlannedStep(model, optimizer, loss_fn, graph, plan, run=run)
+        step(inputs, target)
+        self.assertGreater(step.report["swapped_out_bytes"], 0)
+        self.assertEqual(stale, [])
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
