@@ -601,8 +601,8 @@ class _Runner(TorchDispatchMode):
         with them: PyTorch may place a storage no op made there next (a
         Python scalar it wraps), which is no version of the graph's; the
         swap-in registers the address it gets."""
-        if self.current.get(storage.data_ptr()) == tid:
-            del self.current[storage.data_ptr()]
+        if self.current.get(k := storage.data_ptr()) == tid:
+            del self.current[k]
         self.acc.park(tid, storage)
         storage.resize_(0)
 

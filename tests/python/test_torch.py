@@ -158,5 +158,6 @@ class Addresses(unittest.TestCase):
         self.assertGreater(step.report["swapped_out_bytes"], 0)
         self.assertEqual(stale, [])
 
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
