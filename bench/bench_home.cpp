@@ -3,7 +3,7 @@
 // 500-particle search (Table 3, second column) on HOME's six models with
 // CIFAR-10 inputs (§4.1) on an 11 GiB RTX 2080 Ti, on every core.
 //
-//   build/bench/bench_home --benchmark_filter=evaluate
+//   build/bench/bench_home --benchmark_filter='evaluate|emit|walk'
 //   build/bench/bench_home --benchmark_filter=search
 #include <benchmark/benchmark.h>
 
@@ -16,6 +16,7 @@
 
 #include "memplan/planners/home.hpp"
 #include "memplan/testing/home_golden.hpp"
+#include "walk_only.hpp"
 
 namespace {
 
@@ -23,26 +24,58 @@ using namespace memplan;
 
 using testing::home_table3;
 
-// One evaluation of a random placement: emit its plan, simulate it.
-void bm_evaluate(benchmark::State& state) {
-  const testing::home_workload& w = home_table3[static_cast<std::size_t>(state.range(0))];
-  state.SetLabel(std::string(w.model) + " b" + std::to_string(w.batch));
-  const testing::home_instance in = testing::load(w);
-  const detail::home::feature_maps fm(in.p);
-  detail::home::evaluator evaluate(in.p, in.dev, fm, in.budget);
-  std::vector<std::vector<detail::home::placement>> xs(64, std::vector<detail::home::placement>(fm.size()));
-  std::uint64_t rng = 1;
-  for (auto& x : xs) {
-    for (std::size_t j = 0; j < fm.size(); ++j) {
-      x[j] = static_cast<detail::home::placement>(detail::home::splitmix64(rng) % static_cast<std::uint64_t>(fm.choices(j)));
+/// Table 3's workload `state.range(0)` (its label set on `state`), its
+/// feature maps and 64 random placements of them (a third of the maps
+/// swapped, a third recomputed where they may be).
+struct random_placements {
+  testing::home_instance in;
+  detail::home::feature_maps fm;
+  std::vector<std::vector<detail::home::placement>> xs;
+
+  explicit random_placements(benchmark::State& state)
+      : in(testing::load(home_table3[static_cast<std::size_t>(state.range(0))])), fm(in.p),
+        xs(64, std::vector<detail::home::placement>(fm.size())) {
+    const testing::home_workload& w = home_table3[static_cast<std::size_t>(state.range(0))];
+    state.SetLabel(std::string(w.model) + " b" + std::to_string(w.batch));
+    std::uint64_t rng = 1;
+    for (auto& x : xs) {
+      for (std::size_t j = 0; j < fm.size(); ++j) {
+        x[j] = static_cast<detail::home::placement>(detail::home::splitmix64(rng) % static_cast<std::uint64_t>(fm.choices(j)));
+      }
     }
   }
+};
+
+// One evaluation of a random placement: emit its plan, simulate it.
+void bm_evaluate(benchmark::State& state) {
+  const random_placements r(state);
+  detail::home::evaluator evaluate(r.in.p, r.in.dev, r.fm, r.in.budget);
   std::size_t k = 0;
-  for (auto _ : state) benchmark::DoNotOptimize(evaluate(xs[k++ % xs.size()]));
-  state.counters["ops"] = static_cast<double>(in.p.num_steps());
-  state.counters["feature_maps"] = static_cast<double>(fm.size());
+  for (auto _ : state) benchmark::DoNotOptimize(evaluate(r.xs[k++ % r.xs.size()]));
+  state.counters["ops"] = static_cast<double>(r.in.p.num_steps());
+  state.counters["feature_maps"] = static_cast<double>(r.fm.size());
 }
 BENCHMARK(bm_evaluate)->DenseRange(0, 5)->Unit(benchmark::kMicrosecond);
+
+// The parts of an evaluation of the same placements: emitting the plan
+// (`home::emit`), and the simulator's plan walk alone (walk_only.hpp).
+void bm_emit(benchmark::State& state) {
+  const random_placements r(state);
+  std::size_t k = 0;
+  for (auto _ : state) benchmark::DoNotOptimize(detail::home::emit(r.in.p, r.fm, r.xs[k++ % r.xs.size()], r.in.budget).take());
+}
+BENCHMARK(bm_emit)->DenseRange(0, 5)->Unit(benchmark::kMicrosecond);
+
+void bm_walk(benchmark::State& state) {
+  const random_placements r(state);
+  std::vector<plan> plans;
+  for (const auto& x : r.xs) plans.push_back(detail::home::emit(r.in.p, r.fm, x, r.in.budget).take());
+  plan_walk walk;
+  bench::walk_only v;
+  std::size_t k = 0;
+  for (auto _ : state) benchmark::DoNotOptimize(walk.run(r.in.p, plans[k++ % plans.size()], v));
+}
+BENCHMARK(bm_walk)->DenseRange(0, 5)->Unit(benchmark::kMicrosecond);
 
 // The full search, 500 x 500, seed 1, threads = every core; CPU is the
 // whole process's (both threads), wall time is what a user waits. The

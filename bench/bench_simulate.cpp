@@ -2,7 +2,8 @@
 // A synthetic chain with a backward pass, of 1,000 / 10,000 / 100,000 ops,
 // planned with swaps and recomputes, judged by the simulator; items are
 // plan actions. The validator (independent of the simulator, O(n log n)) is
-// timed on 1,000 and 100,000 ops.
+// timed on 1,000 and 100,000 ops, and the plan walk alone (pass 1 without
+// the resolver's work) on 1,000.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -17,6 +18,7 @@
 #include "memplan/problem.hpp"
 #include "memplan/sim/simulator.hpp"
 #include "memplan/sim/validator.hpp"
+#include "walk_only.hpp"
 
 namespace {
 
@@ -168,6 +170,20 @@ void bm_simulate_recorded(benchmark::State& state) {
   count_sizes(state, m.p, pl);
 }
 BENCHMARK(bm_simulate_recorded)->Arg(1000)->Arg(100000)->Unit(benchmark::kMicrosecond);
+
+// The same plan read by the plan walk alone: pass 1 of bm_simulate less the
+// resolver's work (copies' holders, times), and the unbounded pass.
+void bm_walk(benchmark::State& state) {
+  const chain_model m = make_chain(static_cast<int>(state.range(0)) / 2);
+  const plan pl = swap_and_recompute(m, m.p.baseline_peak());
+  plan_walk walk;
+  bench::walk_only v;
+  if (!walk.run(m.p, pl, v)) state.SkipWithError(walk.why().c_str());
+  for (auto _ : state) benchmark::DoNotOptimize(walk.run(m.p, pl, v));
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(pl.actions.size()));
+  count_sizes(state, m.p, pl);
+}
+BENCHMARK(bm_walk)->Arg(1000)->Unit(benchmark::kMicrosecond);
 
 void bm_validate(benchmark::State& state) {
   const chain_model m = make_chain(static_cast<int>(state.range(0)) / 2);

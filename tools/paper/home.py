@@ -81,22 +81,23 @@ def table3(mp, quick):
     """HOME Table 3: time per evaluation and per full search (500 iterations x 500 particles, seed 1, 2 threads),
     each search checked against its golden result."""
     bench = str(mp.build / "bench" / "bench_home")
-    filt = "bm_evaluate|bm_search/[0-3]/" if quick else "bm_evaluate|bm_search"
+    filt = "bm_evaluate|bm_emit|bm_walk|bm_search/[0-3]/" if quick else "bm_evaluate|bm_emit|bm_walk|bm_search"
     shown = os.path.relpath(bench, pathlib.Path(__file__).resolve().parents[2])
     mp.commands.append(f"{shown} --benchmark_filter='{filt}' --benchmark_format=json")
     out = subprocess.run([bench, f"--benchmark_filter={filt}", "--benchmark_format=json"], capture_output=True,
                          text=True, check=True)
     runs = json.loads(out.stdout)["benchmarks"]
-    evaluate = {r["label"]: r for r in runs if r["name"].startswith("bm_evaluate")}
+    evaluate, emit, walk = ({r["label"]: r for r in runs if r["name"].startswith(b + "/")}
+                            for b in ("bm_evaluate", "bm_emit", "bm_walk"))
     rows, within = [], []
     for r in (r for r in runs if r["name"].startswith("bm_search")):
         label = r["label"]
         model = label.split(" b")[0]
         golden = "no: " + r["error_message"] if r.get("error_occurred") else "yes"
         if r.get("error_occurred"):
-            rows.append([label] + ["-"] * 12 + [golden])
+            rows.append([label] + ["-"] * 14 + [golden])
             continue
-        per_eval_us = seconds(evaluate[label], "real_time") * 1e6
+        per_eval_us, emit_us, walk_us = (seconds(b[label], "real_time") * 1e6 for b in (evaluate, emit, walk))
         paper_eval_ms, paper_search_s = figures.HOME_TABLE3[model]
         wall_s, cpu_s = seconds(r, "real_time"), seconds(r, "cpu_time")
         if wall_s <= search_limit_s(model):
@@ -104,12 +105,14 @@ def table3(mp, quick):
         sims = r["simulations"]
         rows.append([label, f"{int(r['feature_maps'])}", f"{int(r['fixed_point'])}",
                      f"{r['evaluations'] / 1e3:,.0f} k", f"{r['floor_decisions'] / 1e3:,.0f} k", f"{sims / 1e3:,.1f} k",
-                     f"{100 * r['bound_hits'] / sims:.0f} %", f"{per_eval_us:,.1f} µs",
+                     f"{100 * r['bound_hits'] / sims:.0f} %", f"{per_eval_us:,.1f} µs", f"{emit_us:,.1f} µs",
+                     f"{walk_us:,.1f} µs",
                      f"{cpu_s / sims * 1e6:,.0f} µs", f"{paper_eval_ms} ms", f"{wall_s:,.2f} s ({cpu_s:,.1f} s CPU)",
                      f"{paper_search_s} s", f"{search_limit_s(model):g} s", golden])
     head = ["model (batch)", "feature maps", "fixed point at", "evaluations", "lost by a floor", "simulations",
             "proven over by the bound",
-            "evaluator per random placement", "per simulation in the search", "HOME Table 3 evaluator",
+            "evaluator per random placement", "its plan's emission", "the simulator's plan walk alone",
+            "per simulation in the search", "HOME Table 3 evaluator",
             "search wall", "HOME Table 3 search", "issue 29 limit", "golden result"]
     models = [r[0].split(" b")[0] for r in rows]
     # The machine's speed in the same sitting: wall times move with it.

@@ -40,6 +40,7 @@ SIMULATOR_ROWS = [
     ("bm_simulate_keep_all/1000", "`bm_simulate_keep_all`"),
     ("bm_simulate_keep_all/100000", "`bm_simulate_keep_all`"),
     ("bm_simulate_recorded/1000", "`bm_simulate_recorded` (timeline + memory curve)"),
+    ("bm_walk/1000", "`bm_walk` (the plan walk alone: pass 1 without the resolver's work)"),
     ("bm_validate/1000", "`bm_validate` (the independent validator, O(n log n))"),
     ("bm_validate/100000", "`bm_validate`"),
 ]
