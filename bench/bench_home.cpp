@@ -32,10 +32,9 @@ struct random_placements {
   detail::home::feature_maps fm;
   std::vector<std::vector<detail::home::placement>> xs;
 
-  explicit random_placements(benchmark::State& state)
-      : in(testing::load(home_table3[static_cast<std::size_t>(state.range(0))])), fm(in.p),
-        xs(64, std::vector<detail::home::placement>(fm.size())) {
-    const testing::home_workload& w = home_table3[static_cast<std::size_t>(state.range(0))];
+  explicit random_placements(benchmark::State& state) : random_placements(state, workload(state)) {}
+  random_placements(benchmark::State& state, const testing::home_workload& w)
+      : in(testing::load(w)), fm(in.p), xs(64, std::vector<detail::home::placement>(fm.size())) {
     state.SetLabel(std::string(w.model) + " b" + std::to_string(w.batch));
     std::uint64_t rng = 1;
     for (auto& x : xs) {
@@ -43,6 +42,9 @@ struct random_placements {
         x[j] = static_cast<detail::home::placement>(detail::home::splitmix64(rng) % static_cast<std::uint64_t>(fm.choices(j)));
       }
     }
+  }
+  static const testing::home_workload& workload(const benchmark::State& state) {
+    return home_table3[static_cast<std::size_t>(state.range(0))];
   }
 };
 
@@ -72,6 +74,9 @@ void bm_walk(benchmark::State& state) {
   for (const auto& x : r.xs) plans.push_back(detail::home::emit(r.in.p, r.fm, x, r.in.budget).take());
   plan_walk walk;
   bench::walk_only v;
+  for (const plan& pl : plans) {
+    if (!walk.run(r.in.p, pl, v)) state.SkipWithError(walk.why().c_str());
+  }
   std::size_t k = 0;
   for (auto _ : state) benchmark::DoNotOptimize(walk.run(r.in.p, plans[k++ % plans.size()], v));
 }

@@ -171,8 +171,8 @@ void bm_simulate_recorded(benchmark::State& state) {
 }
 BENCHMARK(bm_simulate_recorded)->Arg(1000)->Arg(100000)->Unit(benchmark::kMicrosecond);
 
-// The same plan read by the plan walk alone: pass 1 of bm_simulate less the
-// resolver's work (copies' holders, times), and the unbounded pass.
+// The same plan read by the plan walk alone: bm_simulate's pass 1 without
+// the resolver's work (copies' holders, times), and no unbounded pass.
 void bm_walk(benchmark::State& state) {
   const chain_model m = make_chain(static_cast<int>(state.range(0)) / 2);
   const plan pl = swap_and_recompute(m, m.p.baseline_peak());
