@@ -281,6 +281,53 @@ TEST_CASE("floors worked by hand: a recomputation holds what it reads, a swap-ou
   CHECK(unbounded_peak(swap_a1) == 600);
 }
 
+TEST_CASE("floors worked by hand: a chain of recomputations holds its retained source; a map back stays to its last read") {
+  // f1: x -> a1, f2: a1 -> a2, f3: a2 -> a3, b3 ... b0, 100 µs each. b3
+  // reads a3, b0 x; `a1_read_late`: b2 and b0 read a1 too, and b1 (which
+  // reads neither) takes 200 B of workspace.
+  const auto four_maps = [](bool a1_read_late) {
+    test::graph_maker m;
+    const index_t x = m.tensor("x", 100, tensor_kind::input);
+    const index_t a1 = m.tensor("a1", 200, tensor_kind::activation);
+    const index_t a2 = m.tensor("a2", 200, tensor_kind::activation);
+    const index_t a3 = m.tensor("a3", 100, tensor_kind::activation);
+    const index_t g3 = m.tensor("g3", 100, tensor_kind::gradient);
+    const index_t g2 = m.tensor("g2", 100, tensor_kind::gradient);
+    const index_t g1 = m.tensor("g1", 100, tensor_kind::gradient);
+    const index_t g0 = m.tensor("g0", 100, tensor_kind::gradient);
+    const auto late = [&](std::vector<index_t> in) {
+      if (a1_read_late) in.push_back(a1);
+      return in;
+    };
+    m.op("f1", 100, {x}, {a1});
+    m.op("f2", 100, {a1}, {a2});
+    m.op("f3", 100, {a2}, {a3});
+    m.op("b3", 100, {a3}, {g3}, 0, phase::backward);
+    m.op("b2", 100, late({g3}), {g2}, 0, phase::backward);
+    m.op("b1", 100, {g2}, {g1}, a1_read_late ? 200 : 0, phase::backward);
+    m.op("b0", 100, late({g1, x}), {g0}, 0, phase::backward);
+    return m.compile();
+  };
+  const auto check = [&](bool a1_read_late, const std::vector<placement>& x, bytes_t peak) {
+    const problem p = four_maps(a1_read_late);
+    const detail::home::feature_maps fm(p);
+    REQUIRE(fm.tensor == std::vector<index_t>{0, 1, 2, 3});
+    detail::home::residency_bound bound(p, fm, dev);
+    CHECK(bound.floors_of(x).any_run == peak);
+    CHECK(simulate(p, detail::home::emit(p, fm, x, test::unlimited).take(), dev, test::unlimited).peak_bytes == peak);
+  };
+  // a3 recomputed for b3: f3 runs again, and a2, which no backward op
+  // reads, is recomputed first by f2, which reads a1. a1 (retained) stays
+  // through f3: x + a1 + a2 + a3 = 600 B, the peak. Counting only a3's own
+  // maker's inputs, the floor would be f2's x + a1 + a2 = 500 B.
+  check(false, {placement::retain, placement::retain, placement::recompute, placement::recompute}, 600);
+  // a1 recomputed for b2 stays until b0 reads it, so it is there during
+  // b1: g2 + g1 + x + a1 + 200 B of workspace = 700 B, the peak. Counting
+  // a1 only while its readers run, the floor would be 500 B (b1 without
+  // a1, b2, b0, f2).
+  check(true, {placement::retain, placement::recompute, placement::retain, placement::retain}, 700);
+}
+
 TEST_CASE("the residency bound proves only plans that do not fit and floors every peak (resnet50, random placements)") {
   const problem p = zoo("resnet50", 16);
   const device_spec gpu = find_device("rtx-2080ti");

@@ -21,14 +21,15 @@ namespace memplan::detail::home {
 /// A timing-free proof that a placement does not fit (issue 29): while
 /// the op of step s runs, every tensor live at s by DESIGN.md §4's rule is
 /// on the device but the evicted feature maps after the forward pass is
-/// done with them, and of those the ones the op reads are there too — the
-/// plan frees or swaps out nothing else, and an evicted map stays until
-/// its last forward reader has run. None of them can be freed before the
-/// op starts (it or a later op holds each), so if their bytes exceed the
-/// budget at some step, the op can never start and the simulation under
-/// the budget would fail. A retained tensor that a recomputed map's maker
-/// reads stays too, until that recomputation, which no step before the
-/// first to read a recomputed map can start (only such a read starts one).
+/// done with them, until the first op that reads one again: brought back
+/// for it, a map stays until its last reader — the plan frees or swaps out
+/// nothing else, and an evicted map stays until its last forward reader
+/// has run. None of them can be freed before the op starts (it or a later
+/// op holds each), so if their bytes exceed the budget at some step, the
+/// op can never start and the simulation under the budget would fail. A
+/// retained tensor that a recomputation reads stays too, until that
+/// recomputation, which no step before the first to read a recomputed map
+/// can start (only such a read starts one).
 ///
 /// Without a budget the forward pass is timed exactly without simulating
 /// it: its ops run back to back from 0 (nothing they read is evicted), and
@@ -40,17 +41,16 @@ namespace memplan::detail::home {
 class residency_bound {
  public:
   residency_bound(const problem& p, const feature_maps& fm, const device_spec& dev)
-      : live_(p.baseline_memory()), read_begin_{0}, swap_order_(fm.done_list) {
+      : live_(p.baseline_memory()), swap_order_(fm.done_list) {
     const baselines::forward_backward_uses uses(p);
     for (std::size_t j = 0; j < fm.size(); ++j) {
       const index_t t = fm.tensor[j];
       evicted_from_.push_back(uses.forward_done(p, t) + 1);
       evicted_to_.push_back(p.live_end(t) + 1);
       bytes_.push_back(p.bytes[static_cast<std::size_t>(t)]);
-      for (const index_t s : p.uses(t)) {
-        if (s >= evicted_from_.back() && s < evicted_to_.back()) read_at_.push_back(s);
-      }
-      read_begin_.push_back(static_cast<index_t>(read_at_.size()));
+      const auto uses_t = p.uses(t);
+      const auto read = std::ranges::find_if(uses_t, [&](index_t s) { return s >= evicted_from_.back(); });
+      back_at_.push_back(read != uses_t.end() ? std::min(*read, evicted_to_.back()) : evicted_to_.back());
     }
     find_recompute_sources(p, fm);
     time_forward_pass(p, fm, dev);
@@ -80,34 +80,42 @@ class residency_bound {
     for (std::size_t j = 0; j < x.size(); ++j) {
       if (x[j] == placement::retain || evicted_from_[j] >= evicted_to_[j]) continue;
       change_[static_cast<std::size_t>(evicted_from_[j])] += bytes_[j];
-      change_[static_cast<std::size_t>(evicted_to_[j])] -= bytes_[j];
-      for (auto k = static_cast<std::size_t>(read_begin_[j]); k < static_cast<std::size_t>(read_begin_[j + 1]); ++k) {
-        const auto s = static_cast<std::size_t>(read_at_[k]);  // back on the device while its reader runs
-        change_[s] -= bytes_[j];
-        change_[s + 1] += bytes_[j];
-      }
+      change_[static_cast<std::size_t>(back_at_[j])] -= bytes_[j];
     }
     count_recompute_sources(x);
   }
   /// Keeps in `change_`, past their last use and until the first step that
   /// reads a recomputed map, the tensors the recomputations will read that
-  /// the placement leaves on the device.
+  /// the placement leaves on the device: the inputs of a recomputed map's
+  /// maker, and through an input that is recomputed in turn (HOME §2.2's
+  /// chain FM1 -> FM2 -> FM3), that one's maker's inputs. A map placed
+  /// `recompute` that another recomputation reads is off the device when
+  /// that one runs unless recomputed before, so its maker runs again either
+  /// way, and no recomputation starts before that first step.
   void count_recompute_sources(std::span<const placement> x) {
     index_t first = std::numeric_limits<index_t>::max();
     for (std::size_t j = 0; j < x.size(); ++j) {
-      if (x[j] == placement::recompute && read_begin_[j] < read_begin_[j + 1]) {
-        first = std::min(first, read_at_[static_cast<std::size_t>(read_begin_[j])]);
-      }
+      if (x[j] == placement::recompute && back_at_[j] < evicted_to_[j]) first = std::min(first, back_at_[j]);
     }
     if (first == std::numeric_limits<index_t>::max()) return;
     ++stamp_;
     for (std::size_t j = 0; j < x.size(); ++j) {
-      if (x[j] != placement::recompute || read_begin_[j] == read_begin_[j + 1]) continue;
+      if (x[j] == placement::recompute && back_at_[j] < evicted_to_[j]) count_chain(x, j, first);
+    }
+  }
+  /// count_recompute_sources for the chain that recomputing map `root` runs.
+  void count_chain(std::span<const placement> x, std::size_t root, index_t first) {
+    chain_.assign(1, static_cast<index_t>(root));
+    while (!chain_.empty()) {
+      const auto j = static_cast<std::size_t>(chain_.back());
+      chain_.pop_back();
+      if (expanded_[j] == stamp_) continue;
+      expanded_[j] = stamp_;
       for (auto k = static_cast<std::size_t>(source_begin_[j]); k < static_cast<std::size_t>(source_begin_[j + 1]); ++k) {
         const recompute_source& src = sources_[k];
-        if (src.dies >= first || (src.map != no_index && x[static_cast<std::size_t>(src.map)] != placement::retain)) {
-          continue;
-        }
+        const placement at = src.map != no_index ? x[static_cast<std::size_t>(src.map)] : placement::retain;
+        if (at == placement::recompute) chain_.push_back(src.map);
+        if (at != placement::retain || src.dies >= first) continue;
         if (counted_[static_cast<std::size_t>(src.tensor)] == stamp_) continue;
         counted_[static_cast<std::size_t>(src.tensor)] = stamp_;
         change_[static_cast<std::size_t>(src.dies)] -= src.bytes;
@@ -158,13 +166,15 @@ class residency_bound {
       if (made != no_index && fm.can_recompute[j] != 0) {
         for (const index_t t : p.inputs(made)) {
           const index_t dies = p.live_end(t) + 1;
-          if (static_cast<std::size_t>(dies) >= p.num_steps()) continue;
-          sources_.push_back({t, map_of[static_cast<std::size_t>(t)], dies, p.bytes[static_cast<std::size_t>(t)]});
+          const index_t map = map_of[static_cast<std::size_t>(t)];
+          if (static_cast<std::size_t>(dies) >= p.num_steps() && map == no_index) continue;
+          sources_.push_back({t, map, dies, p.bytes[static_cast<std::size_t>(t)]});
         }
       }
       source_begin_.push_back(static_cast<index_t>(sources_.size()));
     }
     counted_.assign(p.num_tensors(), 0);
+    expanded_.assign(fm.size(), 0);
   }
   /// `start_us_` for the steps before the first that is not a forward op,
   /// and per feature map when its maker ends and how long its swap-out runs.
@@ -198,8 +208,7 @@ class residency_bound {
   std::vector<index_t> evicted_from_;  ///< per feature map: the first step it may be off the device
   std::vector<index_t> evicted_to_;    ///< per feature map: one past its last live step
   std::vector<bytes_t> bytes_;         ///< per feature map
-  std::vector<index_t> read_begin_;    ///< per feature map, plus one: into read_at_
-  std::vector<index_t> read_at_;       ///< the steps reading it while it may be off the device
+  std::vector<index_t> back_at_;       ///< per feature map: the first step reading it while it may be off the device, else evicted_to_
   std::vector<index_t> swap_order_;    ///< feature maps in the order their swap-outs are issued
   std::vector<double> start_us_;       ///< per leading forward step: when it starts without a budget
   std::vector<double> made_us_;        ///< per feature map: when its maker ends (0: none)
@@ -207,6 +216,8 @@ class residency_bound {
   std::vector<index_t> source_begin_;  ///< per feature map, plus one: into sources_
   std::vector<recompute_source> sources_;
   std::vector<std::uint32_t> counted_;  ///< per tensor: the stamp of the count that kept it
+  std::vector<std::uint32_t> expanded_;  ///< per feature map: the stamp of the count that read its maker's inputs
+  std::vector<index_t> chain_;           ///< count_chain's maps still to expand
   std::uint32_t stamp_ = 0;
   std::vector<bytes_t> change_;        ///< per step: bytes evicted from there on (a difference array)
 };
