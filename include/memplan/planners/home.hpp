@@ -130,7 +130,8 @@ template <class Evaluate, class Stop>
     };
     const auto floor = [&](placement a) {
       x[j] = a;
-      return evaluate.floor(std::span<const placement>(x));
+      return known ? evaluate.floor(std::span<const placement>(x), j, now, fx)
+                   : evaluate.floor(std::span<const placement>(x));
     };
     std::optional<fitness> o1;
     std::optional<fitness> o2;

@@ -11,6 +11,7 @@
 #include "memplan/cost/device.hpp"
 #include "memplan/error.hpp"
 #include "memplan/plan.hpp"
+#include "memplan/planners/home/added_work.hpp"
 #include "memplan/planners/home/feature_maps.hpp"
 #include "memplan/planners/home/fitness.hpp"
 #include "memplan/planners/home/memo.hpp"
@@ -28,7 +29,7 @@ class evaluator {
  public:
   evaluator(const problem& p, const device_spec& dev, const feature_maps& fm, bytes_t budget,
             placement_memo* memo = nullptr)
-      : p_(&p), dev_(&dev), fm_(&fm), budget_(budget), memo_(memo), bound_(p, fm, dev) {}
+      : p_(&p), dev_(&dev), fm_(&fm), budget_(budget), memo_(memo), bound_(p, fm, dev), added_(p, fm) {}
 
   /// The fitness of placement `x`: one full simulation (which, when it does
   /// not fit, also finds how much it needs without a budget), or the one
@@ -60,6 +61,19 @@ class evaluator {
     const residency_bound::floors f = bound_.floors_of(x);
     if (f.any_run <= budget_) return {{0, 0.0}, false};
     return {{f.unbounded - budget_, 0.0}, false};
+  }
+  /// `floor(x)`, where x is one move from a placement of known fitness:
+  /// map j, retained there (fitness `before`), is placed x[j]. A move that
+  /// only adds work (added_work.hpp) to a placement that does not fit, to
+  /// one the bound proves does not fit either, makes its run without a
+  /// budget — each one's time — no faster, so the floor's time is `before`'s.
+  [[nodiscard]] estimate floor(std::span<const placement> x, std::size_t j, placement was, const fitness& before) {
+    estimate f = floor(x);
+    if (!f.exact && f.value.excess_bytes > 0 && before.excess_bytes > 0 && was == placement::retain &&
+        added_.only_adds(x, j)) {
+      f.value.time_us = before.time_us;
+    }
+    return f;
   }
   /// Algo 3 found a candidate's floor already loses: it was not evaluated.
   void decided_by_floor() noexcept { ++floor_decisions_; }
@@ -104,6 +118,7 @@ class evaluator {
   bytes_t budget_;
   placement_memo* memo_;
   residency_bound bound_;
+  added_work added_;
   simulator sim_;
   placement_key key_;
   std::int64_t evaluations_ = 0;
