@@ -63,6 +63,34 @@ problem zoo(const char* name, int batch) {
   return compile(model::build(name, o, find_device("rtx-2080ti")));
 }
 
+/// f1: x -> a1, f2: a1 -> a2, f3: a2 -> a3, b3 ... b0, 100 µs each; x, a3,
+/// g3 ... g0 100 B, a1 and a2 200 B. b3 reads a3, b0 x; `a1_read_late`:
+/// b2 and b0 read a1 too, and b1 (which reads neither) takes 200 B of
+/// workspace.
+problem four_layers(bool a1_read_late) {
+  test::graph_maker m;
+  const index_t x = m.tensor("x", 100, tensor_kind::input);
+  const index_t a1 = m.tensor("a1", 200, tensor_kind::activation);
+  const index_t a2 = m.tensor("a2", 200, tensor_kind::activation);
+  const index_t a3 = m.tensor("a3", 100, tensor_kind::activation);
+  const index_t g3 = m.tensor("g3", 100, tensor_kind::gradient);
+  const index_t g2 = m.tensor("g2", 100, tensor_kind::gradient);
+  const index_t g1 = m.tensor("g1", 100, tensor_kind::gradient);
+  const index_t g0 = m.tensor("g0", 100, tensor_kind::gradient);
+  const auto late = [&](std::vector<index_t> in) {
+    if (a1_read_late) in.push_back(a1);
+    return in;
+  };
+  m.op("f1", 100, {x}, {a1});
+  m.op("f2", 100, {a1}, {a2});
+  m.op("f3", 100, {a2}, {a3});
+  m.op("b3", 100, {a3}, {g3}, 0, phase::backward);
+  m.op("b2", 100, late({g3}), {g2}, 0, phase::backward);
+  m.op("b1", 100, {g2}, {g1}, a1_read_late ? 200 : 0, phase::backward);
+  m.op("b0", 100, late({g1, x}), {g0}, 0, phase::backward);
+  return m.compile();
+}
+
 }  // namespace
 
 TEST_CASE("feature maps of three layers: x, a1, a2, a3; x cannot be recomputed") {
@@ -282,34 +310,8 @@ TEST_CASE("floors worked by hand: a recomputation holds what it reads, a swap-ou
 }
 
 TEST_CASE("floors worked by hand: a chain of recomputations holds its retained source; a map back stays to its last read") {
-  // f1: x -> a1, f2: a1 -> a2, f3: a2 -> a3, b3 ... b0, 100 µs each. b3
-  // reads a3, b0 x; `a1_read_late`: b2 and b0 read a1 too, and b1 (which
-  // reads neither) takes 200 B of workspace.
-  const auto four_maps = [](bool a1_read_late) {
-    test::graph_maker m;
-    const index_t x = m.tensor("x", 100, tensor_kind::input);
-    const index_t a1 = m.tensor("a1", 200, tensor_kind::activation);
-    const index_t a2 = m.tensor("a2", 200, tensor_kind::activation);
-    const index_t a3 = m.tensor("a3", 100, tensor_kind::activation);
-    const index_t g3 = m.tensor("g3", 100, tensor_kind::gradient);
-    const index_t g2 = m.tensor("g2", 100, tensor_kind::gradient);
-    const index_t g1 = m.tensor("g1", 100, tensor_kind::gradient);
-    const index_t g0 = m.tensor("g0", 100, tensor_kind::gradient);
-    const auto late = [&](std::vector<index_t> in) {
-      if (a1_read_late) in.push_back(a1);
-      return in;
-    };
-    m.op("f1", 100, {x}, {a1});
-    m.op("f2", 100, {a1}, {a2});
-    m.op("f3", 100, {a2}, {a3});
-    m.op("b3", 100, {a3}, {g3}, 0, phase::backward);
-    m.op("b2", 100, late({g3}), {g2}, 0, phase::backward);
-    m.op("b1", 100, {g2}, {g1}, a1_read_late ? 200 : 0, phase::backward);
-    m.op("b0", 100, late({g1, x}), {g0}, 0, phase::backward);
-    return m.compile();
-  };
   const auto check = [&](bool a1_read_late, const std::vector<placement>& x, bytes_t peak) {
-    const problem p = four_maps(a1_read_late);
+    const problem p = four_layers(a1_read_late);
     const detail::home::feature_maps fm(p);
     REQUIRE(fm.tensor == std::vector<index_t>{0, 1, 2, 3});
     detail::home::residency_bound bound(p, fm, dev);
@@ -408,22 +410,9 @@ TEST_CASE("a move that only adds work never makes the run without a budget faste
 }
 
 TEST_CASE("which moves only add work, worked by hand") {
-  // f1 x -> a1, f2 a1 -> a2, f3 a2 -> a3; b3 reads a3, b0 x and a1.
-  test::graph_maker m;
-  const index_t x = m.tensor("x", 100, tensor_kind::input);
-  const index_t a1 = m.tensor("a1", 200, tensor_kind::activation);
-  const index_t a2 = m.tensor("a2", 200, tensor_kind::activation);
-  const index_t a3 = m.tensor("a3", 100, tensor_kind::activation);
-  const index_t g3 = m.tensor("g3", 100, tensor_kind::gradient);
-  const index_t g0 = m.tensor("g0", 100, tensor_kind::gradient);
-  m.op("f1", 100, {x}, {a1});
-  m.op("f2", 100, {a1}, {a2});
-  m.op("f3", 100, {a2}, {a3});
-  m.op("b3", 100, {a3}, {g3}, 0, phase::backward);
-  m.op("b0", 100, {g3, x, a1}, {g0}, 0, phase::backward);
-  const problem p = m.compile();
+  const problem p = four_layers(/*a1_read_late=*/true);  // b2 and b0 read a1
   const detail::home::feature_maps fm(p);
-  REQUIRE(fm.tensor == std::vector<index_t>{x, a1, a2, a3});
+  REQUIRE(fm.tensor == std::vector<index_t>{0, 1, 2, 3});  // x, a1, a2, a3
   detail::home::added_work added(p, fm);
   constexpr placement keep = placement::retain;
   constexpr placement swap = placement::swap;
@@ -434,7 +423,7 @@ TEST_CASE("which moves only add work, worked by hand") {
   // turn by f2 from a retained a1.
   CHECK(added.only_adds(std::vector<placement>{keep, keep, keep, again}, 3));
   CHECK(added.only_adds(std::vector<placement>{keep, keep, again, again}, 3));
-  // With a1 swapped, that chain needs a1 back for b3 rather than b0: its
+  // With a1 swapped, that chain needs a1 back for b3 rather than b2: its
   // swap-in moves up, which is not only more work.
   CHECK_FALSE(added.only_adds(std::vector<placement>{keep, swap, again, again}, 3));
   // A map retained where it is (the move's own map must move).
