@@ -66,8 +66,8 @@ problem zoo(const char* name, int batch) {
 /// f1: x -> a1, f2: a1 -> a2, f3: a2 -> a3, b3 ... b0, 100 µs each; x, a3,
 /// g3 ... g0 100 B, a1 and a2 200 B. b3 reads a3, b0 x; `a1_read_late`:
 /// b2 and b0 read a1 too, and b1 (which reads neither) takes 200 B of
-/// workspace.
-problem four_layers(bool a1_read_late) {
+/// workspace; `a2_read_late`: b1 reads a2, and b2 takes 200 B of workspace.
+problem four_layers(bool a1_read_late, bool a2_read_late = false) {
   test::graph_maker m;
   const index_t x = m.tensor("x", 100, tensor_kind::input);
   const index_t a1 = m.tensor("a1", 200, tensor_kind::activation);
@@ -77,17 +77,17 @@ problem four_layers(bool a1_read_late) {
   const index_t g2 = m.tensor("g2", 100, tensor_kind::gradient);
   const index_t g1 = m.tensor("g1", 100, tensor_kind::gradient);
   const index_t g0 = m.tensor("g0", 100, tensor_kind::gradient);
-  const auto late = [&](std::vector<index_t> in) {
-    if (a1_read_late) in.push_back(a1);
+  const auto late = [&](std::vector<index_t> in, bool read, index_t a) {
+    if (read) in.push_back(a);
     return in;
   };
   m.op("f1", 100, {x}, {a1});
   m.op("f2", 100, {a1}, {a2});
   m.op("f3", 100, {a2}, {a3});
   m.op("b3", 100, {a3}, {g3}, 0, phase::backward);
-  m.op("b2", 100, late({g3}), {g2}, 0, phase::backward);
-  m.op("b1", 100, {g2}, {g1}, a1_read_late ? 200 : 0, phase::backward);
-  m.op("b0", 100, late({g1, x}), {g0}, 0, phase::backward);
+  m.op("b2", 100, late({g3}, a1_read_late, a1), {g2}, a2_read_late ? 200 : 0, phase::backward);
+  m.op("b1", 100, late({g2}, a2_read_late, a2), {g1}, a1_read_late ? 200 : 0, phase::backward);
+  m.op("b0", 100, late({g1, x}, a1_read_late, a1), {g0}, 0, phase::backward);
   return m.compile();
 }
 
@@ -310,8 +310,7 @@ TEST_CASE("floors worked by hand: a recomputation holds what it reads, a swap-ou
 }
 
 TEST_CASE("floors worked by hand: a chain of recomputations holds its retained source; a map back stays to its last read") {
-  const auto check = [&](bool a1_read_late, const std::vector<placement>& x, bytes_t peak) {
-    const problem p = four_layers(a1_read_late);
+  const auto check = [&](const problem& p, const std::vector<placement>& x, bytes_t peak) {
     const detail::home::feature_maps fm(p);
     REQUIRE(fm.tensor == std::vector<index_t>{0, 1, 2, 3});
     detail::home::residency_bound bound(p, fm, dev);
@@ -322,12 +321,18 @@ TEST_CASE("floors worked by hand: a chain of recomputations holds its retained s
   // reads, is recomputed first by f2, which reads a1. a1 (retained) stays
   // through f3: x + a1 + a2 + a3 = 600 B, the peak. Counting only a3's own
   // maker's inputs, the floor would be f2's x + a1 + a2 = 500 B.
-  check(false, {placement::retain, placement::retain, placement::recompute, placement::recompute}, 600);
+  check(four_layers(false), {placement::retain, placement::retain, placement::recompute, placement::recompute}, 600);
   // a1 recomputed for b2 stays until b0 reads it, so it is there during
   // b1: g2 + g1 + x + a1 + 200 B of workspace = 700 B, the peak. Counting
   // a1 only while its readers run, the floor would be 500 B (b1 without
   // a1, b2, b0, f2).
-  check(true, {placement::retain, placement::recompute, placement::retain, placement::retain}, 700);
+  check(four_layers(true), {placement::retain, placement::recompute, placement::retain, placement::retain}, 700);
+  // a3 recomputed for b3 and a2 for b1, each by the chain that needs it:
+  // f2 runs again for b1 too, so a1 stays through b2: g3 + g2 + x + a1 +
+  // 200 B of workspace = 700 B, the peak. Holding a1 only until b3, the
+  // first step whose preparation recomputes, the floor would be 600 B.
+  check(four_layers(false, true), {placement::retain, placement::retain, placement::recompute, placement::recompute},
+        700);
 }
 
 TEST_CASE("the residency bound proves only plans that do not fit and floors every peak (resnet50, random placements)") {
@@ -447,8 +452,8 @@ TEST_CASE("golden results: vgg16's 500 x 500 search is HOME's literal one") {
   // (an exact memo). On 2 threads a floor may find a placement the other
   // thread simulated, or two threads miss the same one at the same moment:
   // a few more or fewer.
-  CHECK(r.simulations >= 38857 - 100);
-  CHECK(r.simulations <= 38857 + 100);
+  CHECK(r.simulations >= 38295 - 100);
+  CHECK(r.simulations <= 38295 + 100);
 }
 
 TEST_CASE("same seed, same plan on 1 and 2 threads; plans pass the validator") {

@@ -84,14 +84,11 @@ class residency_bound {
     }
     count_recompute_sources(x);
   }
-  /// Keeps in `change_`, past their last use and until the first step that
-  /// reads a recomputed map, the tensors the recomputations will read that
-  /// the placement leaves on the device: the inputs of a recomputed map's
-  /// maker, and through an input that is recomputed in turn (HOME §2.2's
-  /// chain FM1 -> FM2 -> FM3), that one's maker's inputs. A map placed
-  /// `recompute` that another recomputation reads is off the device when
-  /// that one runs unless recomputed before, so its maker runs again either
-  /// way, and no recomputation starts before that first step.
+  /// Keeps in `change_`, past their last use, the tensors the
+  /// recomputations will read that the placement leaves on the device: the
+  /// inputs of a recomputed map's maker, and through an input that is
+  /// recomputed in turn (HOME §2.2's chain FM1 -> FM2 -> FM3), that one's
+  /// maker's inputs — until the step whose preparation runs that chain.
   void count_recompute_sources(std::span<const placement> x) {
     index_t first = std::numeric_limits<index_t>::max();
     for (std::size_t j = 0; j < x.size(); ++j) {
@@ -99,28 +96,56 @@ class residency_bound {
     }
     if (first == std::numeric_limits<index_t>::max()) return;
     ++stamp_;
+    held_.clear();
     for (std::size_t j = 0; j < x.size(); ++j) {
       if (x[j] == placement::recompute && back_at_[j] < evicted_to_[j]) count_chain(x, j, first);
     }
+    for (const index_t t : held_) {
+      const auto ti = static_cast<std::size_t>(t);
+      change_[static_cast<std::size_t>(dies_[ti])] -= bytes_of_[ti];
+      change_[static_cast<std::size_t>(held_until_[ti])] += bytes_of_[ti];
+    }
   }
-  /// count_recompute_sources for the chain that recomputing map `root` runs.
+  /// The chain that preparing step `back_at_[root]` runs, the first to read
+  /// the root since it was evicted: the root is off the device then (a
+  /// chain that recomputed it before released it again, as the step did not
+  /// read it), and so is each map of the chain placed recompute, unless it
+  /// came back for a read of its own before that step (then it stays, and
+  /// the chain ends there). A map whose maker makes another map may have
+  /// come back with it; its maker's inputs are held only until `first`, the
+  /// first step whose preparation recomputes anything.
   void count_chain(std::span<const placement> x, std::size_t root, index_t first) {
+    const index_t at = back_at_[root];
+    ++visit_;
     chain_.assign(1, static_cast<index_t>(root));
     while (!chain_.empty()) {
       const auto j = static_cast<std::size_t>(chain_.back());
       chain_.pop_back();
-      if (expanded_[j] == stamp_) continue;
-      expanded_[j] = stamp_;
+      const index_t until = has_sibling_[j] != 0 ? first : at;
       for (auto k = static_cast<std::size_t>(source_begin_[j]); k < static_cast<std::size_t>(source_begin_[j + 1]); ++k) {
         const recompute_source& src = sources_[k];
-        const placement at = src.map != no_index ? x[static_cast<std::size_t>(src.map)] : placement::retain;
-        if (at == placement::recompute) chain_.push_back(src.map);
-        if (at != placement::retain || src.dies >= first) continue;
-        if (counted_[static_cast<std::size_t>(src.tensor)] == stamp_) continue;
-        counted_[static_cast<std::size_t>(src.tensor)] = stamp_;
-        change_[static_cast<std::size_t>(src.dies)] -= src.bytes;
-        change_[static_cast<std::size_t>(first)] += src.bytes;
+        const placement placed = src.map != no_index ? x[static_cast<std::size_t>(src.map)] : placement::retain;
+        if (placed == placement::recompute) {
+          const auto m = static_cast<std::size_t>(src.map);
+          const bool back_before = back_at_[m] < evicted_to_[m] && back_at_[m] < at;
+          if (!back_before && visited_[m] != visit_) {
+            visited_[m] = visit_;
+            chain_.push_back(src.map);
+          }
+        }
+        if (placed == placement::retain && dies_[static_cast<std::size_t>(src.tensor)] < until) hold(src.tensor, until);
       }
+    }
+  }
+  /// Retained tensor t stays at least until step `until`.
+  void hold(index_t t, index_t until) {
+    const auto ti = static_cast<std::size_t>(t);
+    if (counted_[ti] != stamp_) {
+      counted_[ti] = stamp_;
+      held_until_[ti] = until;
+      held_.push_back(t);
+    } else {
+      held_until_[ti] = std::max(held_until_[ti], until);
     }
   }
   /// Takes out of `change_` the swapped maps whose swap-out, timed as the
@@ -163,18 +188,25 @@ class residency_bound {
     source_begin_.assign(1, 0);
     for (std::size_t j = 0; j < fm.size(); ++j) {
       const index_t made = p.producer[static_cast<std::size_t>(fm.tensor[j])];
+      has_sibling_.push_back(made != no_index && std::ranges::any_of(p.outputs(made), [&](index_t t) {
+        return t != fm.tensor[j] && map_of[static_cast<std::size_t>(t)] != no_index;
+      }));
       if (made != no_index && fm.can_recompute[j] != 0) {
         for (const index_t t : p.inputs(made)) {
-          const index_t dies = p.live_end(t) + 1;
           const index_t map = map_of[static_cast<std::size_t>(t)];
-          if (static_cast<std::size_t>(dies) >= p.num_steps() && map == no_index) continue;
-          sources_.push_back({t, map, dies, p.bytes[static_cast<std::size_t>(t)]});
+          if (static_cast<std::size_t>(p.live_end(t)) + 1 >= p.num_steps() && map == no_index) continue;
+          sources_.push_back({t, map});
         }
       }
       source_begin_.push_back(static_cast<index_t>(sources_.size()));
     }
+    for (std::size_t t = 0; t < p.num_tensors(); ++t) {
+      dies_.push_back(p.live_end(static_cast<index_t>(t)) + 1);
+      bytes_of_.push_back(p.bytes[t]);
+    }
     counted_.assign(p.num_tensors(), 0);
-    expanded_.assign(fm.size(), 0);
+    held_until_.assign(p.num_tensors(), 0);
+    visited_.assign(fm.size(), 0);
   }
   /// `start_us_` for the steps before the first that is not a forward op,
   /// and per feature map when its maker ends and how long its swap-out runs.
@@ -196,12 +228,10 @@ class residency_bound {
 
   static constexpr double untimed = -1;  ///< made_us_ of a map made outside the leading forward steps
 
-  /// An input of a recomputable map's maker that dies before the end.
+  /// An input of a recomputable map's maker: a map, or a tensor that dies before the end.
   struct recompute_source {
     index_t tensor;
     index_t map;    ///< its feature map, or no_index
-    index_t dies;   ///< the first step it is not live (DESIGN.md §4)
-    bytes_t bytes;
   };
 
   std::vector<bytes_t> live_;          ///< per step, with no planning
@@ -215,10 +245,16 @@ class residency_bound {
   std::vector<double> copy_us_;        ///< per feature map: its swap-out's time
   std::vector<index_t> source_begin_;  ///< per feature map, plus one: into sources_
   std::vector<recompute_source> sources_;
-  std::vector<std::uint32_t> counted_;  ///< per tensor: the stamp of the count that kept it
-  std::vector<std::uint32_t> expanded_;  ///< per feature map: the stamp of the count that read its maker's inputs
-  std::vector<index_t> chain_;           ///< count_chain's maps still to expand
+  std::vector<std::uint8_t> has_sibling_;  ///< per feature map: its maker makes another map
+  std::vector<index_t> dies_;          ///< per tensor: the first step it is not live (DESIGN.md §4)
+  std::vector<bytes_t> bytes_of_;      ///< per tensor
+  std::vector<std::uint32_t> counted_;  ///< per tensor: the stamp of the count that holds it
+  std::vector<index_t> held_until_;    ///< per tensor it holds: until which step
+  std::vector<index_t> held_;          ///< the tensors it holds
   std::uint32_t stamp_ = 0;
+  std::vector<std::uint32_t> visited_;  ///< per feature map: the chain that reached it
+  std::uint32_t visit_ = 0;
+  std::vector<index_t> chain_;         ///< count_chain's maps still to expand
   std::vector<bytes_t> change_;        ///< per step: bytes evicted from there on (a difference array)
 };
 
