@@ -31,13 +31,13 @@ namespace memplan::detail::home {
 /// recomputation, which no step before the first to read a recomputed map
 /// can start (only such a read starts one).
 ///
-/// Without a budget the forward pass is timed exactly without simulating
-/// it: its ops run back to back from 0 (nothing they read is evicted), and
-/// the swap-outs, issued in the order the forward pass is done with their
-/// maps, run one after another on the copy stream, each once its map's
-/// maker has ended. A swapped map is still on the device when a forward op
-/// starts before its swap-out ends (frees at an instant come first), which
-/// tightens the floor under the peak of that run.
+/// Without a budget the ops before the first that reads an evicted map are
+/// timed exactly without simulating them: they run back to back from 0,
+/// and the swap-outs, issued in the order the forward pass is done with
+/// their maps, run one after another on the copy stream, each once its
+/// map's maker has ended. A swapped map is still on the device when such
+/// an op starts before its swap-out ends (frees at an instant come first),
+/// which tightens the floor under the peak of that run.
 class residency_bound {
  public:
   residency_bound(const problem& p, const feature_maps& fm, const device_spec& dev)
@@ -53,7 +53,7 @@ class residency_bound {
       back_at_.push_back(read != uses_t.end() ? std::min(*read, evicted_to_.back()) : evicted_to_.back());
     }
     find_recompute_sources(p, fm);
-    time_forward_pass(p, fm, dev);
+    time_steps(p, fm, dev);
   }
 
   /// Two floors under the peak of a placement's plan.
@@ -62,7 +62,7 @@ class residency_bound {
     /// or without a budget).
     bytes_t any_run = 0;
     /// Under the peak of the run without a budget: at least `any_run`, and
-    /// the swapped maps still being copied out when a forward op starts.
+    /// the swapped maps still being copied out when an op starts.
     bytes_t unbounded = 0;
   };
   /// Both floors of placement `x`, from one count of its evictions.
@@ -151,8 +151,15 @@ class residency_bound {
   /// Takes out of `change_` the swapped maps whose swap-out, timed as the
   /// simulator's run without a budget times it (resolver::begin: the
   /// stream's end or the waited-for action's, whichever is later), has not
-  /// ended when a forward op starts.
+  /// ended when an op starts, of the ops before the first that reads an
+  /// evicted map: those run back to back from 0 (nothing they read is
+  /// evicted, and no recomputation runs before such a read).
   void count_copies_in_flight(std::span<const placement> x) {
+    auto timed = static_cast<std::ptrdiff_t>(start_us_.size());
+    for (std::size_t j = 0; j < x.size(); ++j) {
+      if (x[j] != placement::retain && back_at_[j] < evicted_to_[j]) timed = std::min<std::ptrdiff_t>(timed, back_at_[j]);
+    }
+    const std::span<const double> starts(start_us_.data(), static_cast<std::size_t>(timed));
     double copy_stream_end = 0;
     for (const index_t jj : swap_order_) {
       const auto j = static_cast<std::size_t>(jj);
@@ -164,7 +171,7 @@ class residency_bound {
       // On the device from the first op after the forward pass is done with
       // it to the first that starts once it is copied out, live or not (a
       // map the backward pass does not read is held by its swap-out too).
-      const auto until = static_cast<std::size_t>(std::ranges::lower_bound(start_us_, end) - start_us_.begin());
+      const auto until = static_cast<std::size_t>(std::ranges::lower_bound(starts, end) - starts.begin());
       const auto from = static_cast<std::size_t>(evicted_from_[j]);
       if (from >= until) continue;
       change_[from] -= bytes_[j];
@@ -208,19 +215,22 @@ class residency_bound {
     held_until_.assign(p.num_tensors(), 0);
     visited_.assign(fm.size(), 0);
   }
-  /// `start_us_` for the steps before the first that is not a forward op,
-  /// and per feature map when its maker ends and how long its swap-out runs.
-  void time_forward_pass(const problem& p, const feature_maps& fm, const device_spec& dev) {
+  /// `start_us_`, every step's start if the ops ran back to back, and per
+  /// feature map made by a leading forward step when its maker ends, and
+  /// how long its swap-out runs.
+  void time_steps(const problem& p, const feature_maps& fm, const device_spec& dev) {
     double compute_end = 0;
     std::vector<double> end_us;
-    for (std::size_t s = 0; s < p.num_steps() && p.op_phase[s] == phase::forward; ++s) {
+    for (std::size_t s = 0; s < p.num_steps(); ++s) {
       start_us_.push_back(compute_end);
       compute_end += p.time_us[s];  // the simulator's op_time of a whole op
       end_us.push_back(compute_end);
     }
+    std::size_t leading = 0;
+    while (leading < p.num_steps() && p.op_phase[leading] == phase::forward) ++leading;
     for (std::size_t j = 0; j < fm.size(); ++j) {
       const index_t made = p.producer[static_cast<std::size_t>(fm.tensor[j])];
-      const bool timed = made == no_index || static_cast<std::size_t>(made) < end_us.size();
+      const bool timed = made == no_index || static_cast<std::size_t>(made) < leading;
       made_us_.push_back(made == no_index ? 0.0 : timed ? end_us[static_cast<std::size_t>(made)] : untimed);
       copy_us_.push_back(dev.d2h.transfer_us(bytes_[j]));
     }
@@ -240,7 +250,7 @@ class residency_bound {
   std::vector<bytes_t> bytes_;         ///< per feature map
   std::vector<index_t> back_at_;       ///< per feature map: the first step reading it while it may be off the device, else evicted_to_
   std::vector<index_t> swap_order_;    ///< feature maps in the order their swap-outs are issued
-  std::vector<double> start_us_;       ///< per leading forward step: when it starts without a budget
+  std::vector<double> start_us_;       ///< per step: when it starts if the ops run back to back
   std::vector<double> made_us_;        ///< per feature map: when its maker ends (0: none)
   std::vector<double> copy_us_;        ///< per feature map: its swap-out's time
   std::vector<index_t> source_begin_;  ///< per feature map, plus one: into sources_
