@@ -414,6 +414,38 @@ TEST_CASE("a move that only adds work never makes the run without a budget faste
   CHECK(adding > 40);
 }
 
+TEST_CASE("a dead map that nothing would recompute: placed recompute, its plan is retain's") {
+  // four_layers(false): f2 is a1's last reader, f3 a2's; b3 reads a3.
+  const problem p = four_layers(false);
+  const detail::home::feature_maps fm(p);
+  REQUIRE(fm.tensor == std::vector<index_t>{0, 1, 2, 3});  // x, a1, a2, a3
+  CHECK(fm.dead == std::vector<std::uint8_t>{0, 1, 1, 0});
+  constexpr placement keep = placement::retain;
+  constexpr placement again = placement::recompute;
+  const auto actions = [&](const std::vector<placement>& x) {
+    return detail::home::emit(p, fm, x, test::unlimited).take().actions.size();
+  };
+  // f1..f3 and b3..b0: 7 computes. a1 placed recompute: nothing reads it
+  // after f2 and f2 runs once, so no free: the same 7 actions, one key.
+  const std::vector<placement> a1_again{keep, again, keep, keep};
+  CHECK(fm.recompute_is_retain(a1_again, 1));
+  CHECK(actions(a1_again) == 7);
+  std::vector<placement> canonical;
+  fm.canonical(a1_again, canonical);
+  CHECK(canonical == std::vector<placement>{keep, keep, keep, keep});
+  // a3 recomputed for b3 reads a2 again (f3); a2 recomputed too reads a1
+  // again (f2): a1 freed after f2 and recomputed by f1 in that chain is
+  // what placing it recompute means there — 7 computes, 3 frees (a1, a2,
+  // a3 after the forward pass), 3 recomputes, and the chain's frees of
+  // a1 and a2 after it.
+  const std::vector<placement> chain{keep, again, again, again};
+  CHECK_FALSE(fm.recompute_is_retain(chain, 1));
+  CHECK_FALSE(fm.recompute_is_retain(chain, 2));
+  CHECK(actions(chain) == 15);
+  // With a1 retained the chain starts there: no free or recompute of a1.
+  CHECK(actions(std::vector<placement>{keep, keep, again, again}) == 12);
+}
+
 TEST_CASE("which moves only add work, worked by hand") {
   const problem p = four_layers(/*a1_read_late=*/true);  // b2 and b0 read a1
   const detail::home::feature_maps fm(p);
@@ -452,8 +484,8 @@ TEST_CASE("golden results: vgg16's 500 x 500 search is HOME's literal one") {
   // (an exact memo). On 2 threads a floor may find a placement the other
   // thread simulated, or two threads miss the same one at the same moment:
   // a few more or fewer.
-  CHECK(r.simulations >= 38295 - 100);
-  CHECK(r.simulations <= 38295 + 100);
+  CHECK(r.simulations >= 31611 - 100);
+  CHECK(r.simulations <= 31611 + 100);
 }
 
 TEST_CASE("same seed, same plan on 1 and 2 threads; plans pass the validator") {

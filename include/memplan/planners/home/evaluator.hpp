@@ -23,8 +23,9 @@ namespace memplan::detail::home {
 
 /// HOME's Policy Evaluator (§3.4) with the simulator as the cost model.
 /// Keeps the simulator's buffers between calls; one per thread. With a
-/// memo (memo.hpp, shared by the threads), a placement simulated before is
-/// answered from it, with the fitness its simulation gave.
+/// memo (memo.hpp, shared by the threads), a placement simulated before —
+/// or one with the same plan — is answered from it, with the fitness its
+/// simulation gave.
 class evaluator {
  public:
   evaluator(const problem& p, const device_spec& dev, const feature_maps& fm, bytes_t budget,
@@ -38,7 +39,7 @@ class evaluator {
   [[nodiscard]] fitness operator()(std::span<const placement> x, const estimate* known = nullptr) {
     ++evaluations_;
     if (memo_ == nullptr) return simulate(x, known);
-    key_.assign(x);
+    assign_key(x);
     if (const std::optional<fitness> remembered = memo_->find(key_)) return *remembered;
     const fitness f = simulate(x, known);
     memo_->insert(key_, f);
@@ -52,7 +53,7 @@ class evaluator {
   /// does not already decide its comparison (update_particle).
   [[nodiscard]] estimate floor(std::span<const placement> x) {
     if (memo_ != nullptr) {
-      key_.assign(x);
+      assign_key(x);
       if (const std::optional<fitness> known = memo_->find(key_)) {
         ++evaluations_;
         return {*known, true};
@@ -109,6 +110,13 @@ class evaluator {
     return {std::max<bytes_t>(need.peak_bytes - budget_, 1), need.time_us};
   }
 
+  /// `key_` for placement x: that of x's canonical placement, which has
+  /// the same plan (feature_maps::canonical).
+  void assign_key(std::span<const placement> x) {
+    fm_->canonical(x, canonical_);
+    key_.assign(canonical_);
+  }
+
   /// The fitness needs the run's time and peak: no messages, no baseline.
   static constexpr simulate_options numbers_only{.describe_failure = false, .baseline_peak = false};
 
@@ -120,6 +128,7 @@ class evaluator {
   residency_bound bound_;
   added_work added_;
   simulator sim_;
+  std::vector<placement> canonical_;  ///< assign_key's
   placement_key key_;
   std::int64_t evaluations_ = 0;
   std::int64_t simulations_ = 0;

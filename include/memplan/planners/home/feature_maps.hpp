@@ -29,6 +29,9 @@ struct feature_maps {
   std::vector<std::uint8_t> can_recompute;   ///< per feature map: its producer may run again
   std::vector<index_t> done_begin;           ///< CSR by step: feature maps the forward pass is done with after it
   std::vector<index_t> done_list;            ///< feature map indices, ascending within a step
+  std::vector<std::uint8_t> dead;            ///< per feature map: nothing reads it once the forward pass is done with it
+  std::vector<index_t> remakers_begin{0};    ///< per feature map, plus one: into remakers
+  std::vector<index_t> remakers;             ///< the other maps whose makers read it or make it too
 
   explicit feature_maps(const problem& p) : done_begin(p.num_steps() + 1, 0) {
     const baselines::forward_backward_uses uses(p);
@@ -45,6 +48,7 @@ struct feature_maps {
       ++done_begin[static_cast<std::size_t>(done.back()) + 1];
     }
     for (std::size_t s = 0; s < p.num_steps(); ++s) done_begin[s + 1] += done_begin[s];
+    find_remakers(p, done);
     done_list.resize(tensor.size());
     std::vector<index_t> fill(done_begin.begin(), done_begin.end() - 1);
     for (std::size_t j = 0; j < tensor.size(); ++j) {
@@ -53,11 +57,51 @@ struct feature_maps {
   }
 
   [[nodiscard]] std::size_t size() const noexcept { return tensor.size(); }
+  /// Whether placing map j recompute in `x` changes nothing: it is dead
+  /// once the forward pass is done with it, and no map placed recompute
+  /// has a maker that reads or makes it — nothing would recompute it. Its
+  /// copy dies then anyway: `emit` frees nothing for it, so its plan is
+  /// retain's, and the evaluator's memo files it as retain.
+  [[nodiscard]] bool recompute_is_retain(std::span<const placement> x, std::size_t j) const {
+    if (x[j] != placement::recompute || dead[j] == 0) return false;
+    for (auto k = static_cast<std::size_t>(remakers_begin[j]); k < static_cast<std::size_t>(remakers_begin[j + 1]); ++k) {
+      if (x[static_cast<std::size_t>(remakers[k])] == placement::recompute) return false;
+    }
+    return true;
+  }
+  /// `x` with each map whose recompute is retain (`recompute_is_retain`)
+  /// placed retain, in `out`: placements with the same plan, one key.
+  void canonical(std::span<const placement> x, std::vector<placement>& out) const {
+    out.assign(x.begin(), x.end());
+    for (std::size_t j = 0; j < x.size(); ++j) {
+      if (recompute_is_retain(x, j)) out[j] = placement::retain;
+    }
+  }
   /// How many actions feature map j may take: retain and swap, and recompute where allowed.
   [[nodiscard]] int choices(std::size_t j) const noexcept { return can_recompute[j] != 0 ? 3 : 2; }
   [[nodiscard]] std::span<const index_t> done_after(index_t s) const {
     const auto b = static_cast<std::size_t>(done_begin[static_cast<std::size_t>(s)]);
     return {done_list.data() + b, static_cast<std::size_t>(done_begin[static_cast<std::size_t>(s) + 1]) - b};
+  }
+
+  /// `dead` and `remakers`, from the step after which the forward pass is
+  /// done with each map.
+  void find_remakers(const problem& p, std::span<const index_t> done) {
+    std::vector<index_t> map_of(p.num_tensors(), no_index);
+    for (std::size_t j = 0; j < tensor.size(); ++j) map_of[static_cast<std::size_t>(tensor[j])] = static_cast<index_t>(j);
+    for (std::size_t j = 0; j < tensor.size(); ++j) {
+      const index_t t = tensor[j];
+      dead.push_back(p.live_end(t) <= done[j] ? 1 : 0);
+      const auto add_outputs = [&](index_t op) {
+        for (const index_t o : p.outputs(op)) {
+          const index_t k = map_of[static_cast<std::size_t>(o)];
+          if (k != no_index && k != static_cast<index_t>(j)) remakers.push_back(k);
+        }
+      };
+      for (const index_t s : p.uses(t)) add_outputs(s);
+      if (p.producer[static_cast<std::size_t>(t)] != no_index) add_outputs(p.producer[static_cast<std::size_t>(t)]);
+      remakers_begin.push_back(static_cast<index_t>(remakers.size()));
+    }
   }
 
   /// The placement a plan made (for seeding the swarm with another
@@ -80,13 +124,15 @@ struct feature_maps {
 /// first where they are evicted too (HOME §2.2: FM1 -> FM2 -> FM3); those
 /// are released again right after (Algo 2 charges the chain each time it
 /// runs), so a retained map is where a chain starts, as in checkpointing.
+/// One that nothing reads again or would recompute dies as if retained
+/// (`recompute_is_retain`): freeing it would change nothing.
 [[nodiscard]] inline baselines::emitter emit(const problem& p, const feature_maps& fm, std::span<const placement> x,
                                             bytes_t budget) {
   return baselines::emit_evictions(p, "home", budget, [&](index_t s, auto& em) {
     for (const index_t j : fm.done_after(s)) {
       const auto ji = static_cast<std::size_t>(j);
       if (x[ji] == placement::swap) em.swap_out(fm.tensor[ji]);
-      if (x[ji] == placement::recompute) em.free(fm.tensor[ji]);
+      if (x[ji] == placement::recompute && !fm.recompute_is_retain(x, ji)) em.free(fm.tensor[ji]);
     }
   }, /*release_chain_sources=*/true);
 }
