@@ -68,21 +68,32 @@ class residency_bound {
   /// Both floors of placement `x`, from one count of its evictions.
   [[nodiscard]] floors floors_of(std::span<const placement> x) {
     count_evictions(x);
-    const bytes_t any_run = highest();
+    count_recompute_sources(x);
     count_copies_in_flight(x);
-    return {any_run, highest()};
+    return highest();
   }
 
  private:
-  /// `change_`: per step, the evicted feature maps' bytes from there on.
+  /// `change_`: per step, the evicted feature maps' bytes from there on;
+  /// `roots_`, the maps placed recompute that an op reads again; `first_`,
+  /// the first such op; `timed_`, the first op that reads an evicted map.
   void count_evictions(std::span<const placement> x) {
-    change_.assign(live_.size() + 1, 0);
+    const std::size_t steps = live_.size();
+    change_.assign(steps + 1, 0);
+    in_flight_.assign(steps + 1, 0);
+    roots_.clear();
+    first_ = static_cast<index_t>(steps);
+    timed_ = static_cast<index_t>(steps);
     for (std::size_t j = 0; j < x.size(); ++j) {
       if (x[j] == placement::retain || evicted_from_[j] >= evicted_to_[j]) continue;
       change_[static_cast<std::size_t>(evicted_from_[j])] += bytes_[j];
       change_[static_cast<std::size_t>(back_at_[j])] -= bytes_[j];
+      if (back_at_[j] == evicted_to_[j]) continue;  // not read again
+      timed_ = std::min(timed_, back_at_[j]);
+      if (x[j] != placement::recompute) continue;
+      first_ = std::min(first_, back_at_[j]);
+      roots_.push_back(static_cast<index_t>(j));
     }
-    count_recompute_sources(x);
   }
   /// Keeps in `change_`, past their last use, the tensors the
   /// recomputations will read that the placement leaves on the device: the
@@ -90,16 +101,10 @@ class residency_bound {
   /// recomputed in turn (HOME §2.2's chain FM1 -> FM2 -> FM3), that one's
   /// maker's inputs — until the step whose preparation runs that chain.
   void count_recompute_sources(std::span<const placement> x) {
-    index_t first = std::numeric_limits<index_t>::max();
-    for (std::size_t j = 0; j < x.size(); ++j) {
-      if (x[j] == placement::recompute && back_at_[j] < evicted_to_[j]) first = std::min(first, back_at_[j]);
-    }
-    if (first == std::numeric_limits<index_t>::max()) return;
+    if (roots_.empty()) return;
     ++stamp_;
     held_.clear();
-    for (std::size_t j = 0; j < x.size(); ++j) {
-      if (x[j] == placement::recompute && back_at_[j] < evicted_to_[j]) count_chain(x, j, first);
-    }
+    for (const index_t j : roots_) count_chain(x, static_cast<std::size_t>(j), first_);
     for (const index_t t : held_) {
       const auto ti = static_cast<std::size_t>(t);
       change_[static_cast<std::size_t>(dies_[ti])] -= bytes_of_[ti];
@@ -148,18 +153,14 @@ class residency_bound {
       held_until_[ti] = std::max(held_until_[ti], until);
     }
   }
-  /// Takes out of `change_` the swapped maps whose swap-out, timed as the
+  /// Counts in `in_flight_` the swapped maps whose swap-out, timed as the
   /// simulator's run without a budget times it (resolver::begin: the
   /// stream's end or the waited-for action's, whichever is later), has not
   /// ended when an op starts, of the ops before the first that reads an
   /// evicted map: those run back to back from 0 (nothing they read is
   /// evicted, and no recomputation runs before such a read).
   void count_copies_in_flight(std::span<const placement> x) {
-    auto timed = static_cast<std::ptrdiff_t>(start_us_.size());
-    for (std::size_t j = 0; j < x.size(); ++j) {
-      if (x[j] != placement::retain && back_at_[j] < evicted_to_[j]) timed = std::min<std::ptrdiff_t>(timed, back_at_[j]);
-    }
-    const std::span<const double> starts(start_us_.data(), static_cast<std::size_t>(timed));
+    const std::span<const double> starts(start_us_.data(), static_cast<std::size_t>(timed_));
     double copy_stream_end = 0;
     for (const index_t jj : swap_order_) {
       const auto j = static_cast<std::size_t>(jj);
@@ -174,18 +175,23 @@ class residency_bound {
       const auto until = static_cast<std::size_t>(std::ranges::lower_bound(starts, end) - starts.begin());
       const auto from = static_cast<std::size_t>(evicted_from_[j]);
       if (from >= until) continue;
-      change_[from] -= bytes_[j];
-      change_[until] += bytes_[j];
+      in_flight_[from] += bytes_[j];
+      in_flight_[until] -= bytes_[j];
     }
   }
-  [[nodiscard]] bytes_t highest() const {
+  /// The highest level over the steps without and with the copies in flight.
+  [[nodiscard]] floors highest() const {
     bytes_t evicted = 0;
-    bytes_t least = 0;
+    bytes_t copying = 0;
+    floors f;
     for (std::size_t s = 0; s < live_.size(); ++s) {
       evicted += change_[s];
-      least = std::max(least, live_[s] - evicted);
+      copying += in_flight_[s];
+      const bytes_t level = live_[s] - evicted;
+      f.any_run = std::max(f.any_run, level);
+      f.unbounded = std::max(f.unbounded, level + copying);
     }
-    return least;
+    return f;
   }
   /// Per feature map, the inputs of its maker that die before the end
   /// (DESIGN.md §4), which recomputing it reads again.
@@ -266,6 +272,10 @@ class residency_bound {
   std::uint32_t visit_ = 0;
   std::vector<index_t> chain_;         ///< count_chain's maps still to expand
   std::vector<bytes_t> change_;        ///< per step: bytes evicted from there on (a difference array)
+  std::vector<bytes_t> in_flight_;     ///< per step: bytes still being copied out from there on (one too)
+  std::vector<index_t> roots_;         ///< count_evictions': the maps placed recompute that an op reads again
+  index_t first_ = 0;                  ///< and the first such op
+  index_t timed_ = 0;                  ///< and the first op that reads an evicted map
 };
 
 }  // namespace memplan::detail::home
