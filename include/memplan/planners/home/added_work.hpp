@@ -37,14 +37,12 @@ namespace memplan::detail::home {
 class added_work {
  public:
   added_work(const problem& p, const feature_maps& fm) : reads_begin_{0}, makes_begin_{0} {
-    std::vector<index_t> map_of(p.num_tensors(), no_index);
-    for (std::size_t j = 0; j < fm.size(); ++j) map_of[static_cast<std::size_t>(fm.tensor[j])] = static_cast<index_t>(j);
     for (std::size_t j = 0; j < fm.size(); ++j) {
       const index_t made = p.producer[static_cast<std::size_t>(fm.tensor[j])];
       if (made != no_index) {
-        for (const index_t t : p.inputs(made)) append(reads_, map_of[static_cast<std::size_t>(t)]);
+        for (const index_t t : p.inputs(made)) append(reads_, fm.map_of[static_cast<std::size_t>(t)]);
         for (const index_t t : p.outputs(made)) {
-          if (t != fm.tensor[j]) append(makes_, map_of[static_cast<std::size_t>(t)]);
+          if (t != fm.tensor[j]) append(makes_, fm.map_of[static_cast<std::size_t>(t)]);
         }
       }
       reads_begin_.push_back(static_cast<index_t>(reads_.size()));

@@ -29,11 +29,12 @@ struct feature_maps {
   std::vector<std::uint8_t> can_recompute;   ///< per feature map: its producer may run again
   std::vector<index_t> done_begin;           ///< CSR by step: feature maps the forward pass is done with after it
   std::vector<index_t> done_list;            ///< feature map indices, ascending within a step
+  std::vector<index_t> map_of;               ///< per tensor: its feature map, or no_index
   std::vector<std::uint8_t> dead;            ///< per feature map: nothing reads it once the forward pass is done with it
   std::vector<index_t> remakers_begin{0};    ///< per feature map, plus one: into remakers
   std::vector<index_t> remakers;             ///< the other maps whose makers read it or make it too
 
-  explicit feature_maps(const problem& p) : done_begin(p.num_steps() + 1, 0) {
+  explicit feature_maps(const problem& p) : done_begin(p.num_steps() + 1, 0), map_of(p.num_tensors(), no_index) {
     const baselines::forward_backward_uses uses(p);
     std::vector<index_t> done;
     for (std::size_t t = 0; t < p.num_tensors(); ++t) {
@@ -42,6 +43,7 @@ struct feature_maps {
       if (p.kind[t] != tensor_kind::activation && p.kind[t] != tensor_kind::input) continue;
       if (made != no_index && p.op_phase[static_cast<std::size_t>(made)] != phase::forward) continue;
       if (p.uses(ti).empty() || uses.forward_done(p, ti) == no_index) continue;
+      map_of[t] = static_cast<index_t>(tensor.size());
       tensor.push_back(ti);
       can_recompute.push_back(made != no_index && p.recomputable[static_cast<std::size_t>(made)] != 0 ? 1 : 0);
       done.push_back(uses.forward_done(p, ti));
@@ -87,8 +89,6 @@ struct feature_maps {
   /// `dead` and `remakers`, from the step after which the forward pass is
   /// done with each map.
   void find_remakers(const problem& p, std::span<const index_t> done) {
-    std::vector<index_t> map_of(p.num_tensors(), no_index);
-    for (std::size_t j = 0; j < tensor.size(); ++j) map_of[static_cast<std::size_t>(tensor[j])] = static_cast<index_t>(j);
     for (std::size_t j = 0; j < tensor.size(); ++j) {
       const index_t t = tensor[j];
       dead.push_back(p.live_end(t) <= done[j] ? 1 : 0);

@@ -41,7 +41,7 @@ namespace memplan::detail::home {
 class residency_bound {
  public:
   residency_bound(const problem& p, const feature_maps& fm, const device_spec& dev)
-      : live_(p.baseline_memory()), swap_order_(fm.done_list) {
+      : p_(&p), live_(p.baseline_memory()), swap_order_(fm.done_list) {
     const baselines::forward_backward_uses uses(p);
     for (std::size_t j = 0; j < fm.size(); ++j) {
       const index_t t = fm.tensor[j];
@@ -107,8 +107,8 @@ class residency_bound {
     for (const index_t j : roots_) count_chain(x, static_cast<std::size_t>(j), first_);
     for (const index_t t : held_) {
       const auto ti = static_cast<std::size_t>(t);
-      change_[static_cast<std::size_t>(dies_[ti])] -= bytes_of_[ti];
-      change_[static_cast<std::size_t>(held_until_[ti])] += bytes_of_[ti];
+      change_[static_cast<std::size_t>(dies_[ti])] -= p_->bytes[ti];
+      change_[static_cast<std::size_t>(held_until_[ti])] += p_->bytes[ti];
     }
   }
   /// The chain that preparing step `back_at_[root]` runs, the first to read
@@ -196,8 +196,7 @@ class residency_bound {
   /// Per feature map, the inputs of its maker that die before the end
   /// (DESIGN.md §4), which recomputing it reads again.
   void find_recompute_sources(const problem& p, const feature_maps& fm) {
-    std::vector<index_t> map_of(p.num_tensors(), no_index);
-    for (std::size_t j = 0; j < fm.size(); ++j) map_of[static_cast<std::size_t>(fm.tensor[j])] = static_cast<index_t>(j);
+    const std::vector<index_t>& map_of = fm.map_of;
     source_begin_.assign(1, 0);
     for (std::size_t j = 0; j < fm.size(); ++j) {
       const index_t made = p.producer[static_cast<std::size_t>(fm.tensor[j])];
@@ -213,10 +212,7 @@ class residency_bound {
       }
       source_begin_.push_back(static_cast<index_t>(sources_.size()));
     }
-    for (std::size_t t = 0; t < p.num_tensors(); ++t) {
-      dies_.push_back(p.live_end(static_cast<index_t>(t)) + 1);
-      bytes_of_.push_back(p.bytes[t]);
-    }
+    for (std::size_t t = 0; t < p.num_tensors(); ++t) dies_.push_back(p.live_end(static_cast<index_t>(t)) + 1);
     counted_.assign(p.num_tensors(), 0);
     held_until_.assign(p.num_tensors(), 0);
     visited_.assign(fm.size(), 0);
@@ -250,6 +246,7 @@ class residency_bound {
     index_t map;    ///< its feature map, or no_index
   };
 
+  const problem* p_;
   std::vector<bytes_t> live_;          ///< per step, with no planning
   std::vector<index_t> evicted_from_;  ///< per feature map: the first step it may be off the device
   std::vector<index_t> evicted_to_;    ///< per feature map: one past its last live step
@@ -263,7 +260,6 @@ class residency_bound {
   std::vector<recompute_source> sources_;
   std::vector<std::uint8_t> has_sibling_;  ///< per feature map: its maker makes another map
   std::vector<index_t> dies_;          ///< per tensor: the first step it is not live (DESIGN.md §4)
-  std::vector<bytes_t> bytes_of_;      ///< per tensor
   std::vector<std::uint32_t> counted_;  ///< per tensor: the stamp of the count that holds it
   std::vector<index_t> held_until_;    ///< per tensor it holds: until which step
   std::vector<index_t> held_;          ///< the tensors it holds
