@@ -5,6 +5,7 @@
 // every plan. Device: sim_fixtures.hpp's 1 B/µs links.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -340,6 +341,7 @@ TEST_CASE("the residency bound proves only plans that do not fit and floors ever
   const device_spec gpu = find_device("rtx-2080ti");
   const detail::home::feature_maps fm(p);
   detail::home::residency_bound bound(p, fm, gpu);
+  detail::home::emission reused(p, test::unlimited);  // the evaluator's buffers: one plan after another
   std::uint64_t rng = 5;
   int proven = 0;
   int tighter = 0;  // copies in flight raise the floor
@@ -353,6 +355,14 @@ TEST_CASE("the residency bound proves only plans that do not fit and floors ever
     }
     const bytes_t budget = p.baseline_peak() * (50 + k % 40) / 100;
     const plan pl = detail::home::emit(p, fm, x, budget).take();
+    const plan& again = detail::home::emit(p, fm, x, reused);
+    CHECK(again.actions.size() == pl.actions.size());
+    CHECK(again.wait_begin == pl.wait_begin);
+    CHECK(again.waits == pl.waits);
+    CHECK(again.decisions == pl.decisions);
+    CHECK(std::ranges::equal(again.actions, pl.actions, [](const action& a, const action& b) {
+      return a.kind == b.kind && a.step == b.step && a.tensor == b.tensor;
+    }));
     // Floors under the peak of any run, and of the one without a budget.
     const bytes_t unbounded_peak = simulate(p, pl, gpu, simulator::unlimited).peak_bytes;
     const detail::home::residency_bound::floors f = bound.floors_of(x);

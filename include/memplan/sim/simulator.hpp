@@ -69,9 +69,11 @@ struct simulate_options {
   /// set either way). A search that ranks thousands of plans by their
   /// numbers turns it off: the message costs more than the run.
   bool describe_failure = true;
-  /// Fill `report::baseline_peak_bytes`, which depends on the problem
-  /// alone: recounting it is a twentieth of a HOME evaluation's run.
-  bool baseline_peak = true;
+  /// Fill `report::baseline_peak_bytes` and `baseline_time_us` (and so
+  /// `overhead`), which depend on the problem alone: recounting them costs
+  /// a search that ranks plans by their time and peak a twentieth of each
+  /// run. Off: both are 0, and so is `overhead`.
+  bool baselines = true;
 };
 
 /// What a plan needs with no budget: the verdict of
@@ -131,8 +133,10 @@ class simulator {
     report r;
     r.planner = pl.planner;
     r.budget_bytes = budget;
-    if (opts.baseline_peak) r.baseline_peak_bytes = p.baseline_peak(baseline_);
-    r.baseline_time_us = p.baseline_time_us();
+    if (opts.baselines) {
+      r.baseline_peak_bytes = p.baseline_peak(baseline_);
+      r.baseline_time_us = p.baseline_time_us();
+    }
     bool needs_rerun = false;  // for `need`: pass 1 must run again, without a budget
     if (need != nullptr) *need = {};
     if (!(pl.allocator_us >= 0 && pl.allocator_us < never)) {
@@ -167,7 +171,7 @@ class simulator {
                                           : 0;
     if (needs_rerun) {
       const report free_run =
-          run(p, pl, dev, unlimited, {.describe_failure = opts.describe_failure, .baseline_peak = opts.baseline_peak},
+          run(p, pl, dev, unlimited, {.describe_failure = opts.describe_failure, .baselines = opts.baselines},
               nullptr);
       *need = {free_run.feasible, free_run.peak_bytes, free_run.time_us};
     }

@@ -98,6 +98,18 @@ class basic_emitter {
     if (record) b_.emplace(p, std::move(planner), budget);
   }
 
+  /// Starts again with every tensor on the device and, where it records,
+  /// an empty plan, keeping the buffers (a search emits plan after plan).
+  void restart() {
+    std::ranges::fill(where_, residence::device);
+    std::ranges::fill(needed_at_, no_index);
+    recomputed_.clear();
+    extra_.clear();
+    last_compute_ = no_index;
+    step_ = no_index;
+    if (b_) b_->restart();
+  }
+
   [[nodiscard]] residence where(index_t t) const { return where_[static_cast<std::size_t>(t)]; }
   /// Whether a recomputation releases, right after it runs, the evicted
   /// inputs it had to recompute first (unless the step being prepared reads
@@ -200,6 +212,15 @@ class basic_emitter {
     return result;
   }
 
+  /// The plan as emitted, left in place for `restart`. Only for an emitter
+  /// that records and whose computes wait for nothing besides their inputs
+  /// (`take` adds those waits).
+  [[nodiscard]] const plan& emitted() const {
+    MEMPLAN_EXPECTS(b_.has_value() && extra_.empty(), error,
+                    "emitter: only a pass that records, with no extra waits, has its plan in place");
+    return b_->current();
+  }
+
   /// The plan, judged by the simulator under `budget`: a fixed strategy
   /// that does not fit is marked infeasible with the peak it needs.
   [[nodiscard]] plan finish(const device_spec& dev) && {
@@ -255,6 +276,31 @@ class prefetch_schedule {
   std::vector<index_t> tensors_;
 };
 
+/// `emit_evictions`'s `waits_of` where computes wait only for their inputs.
+inline std::span<const index_t> no_extra_waits(index_t) { return {}; }
+
+/// `emit_evictions` on emitters the caller keeps (new, or `restart`ed), so
+/// that a search emitting plan after plan reuses their buffers: `first`
+/// records nothing (the pass that learns when each tensor is needed back),
+/// `second` records the plan.
+template <class Builder, class Evict, class Waits = std::span<const index_t> (*)(index_t)>
+void emit_evictions_into(const problem& p, basic_emitter<Builder>& first, basic_emitter<Builder>& second,
+                         const Evict& evict, bool release_chain_sources = false,
+                         const Waits& waits_of = no_extra_waits) {
+  const auto pass = [&](basic_emitter<Builder>& em, const prefetch_schedule& prefetches, bool record) {
+    em.release_chain_sources(release_chain_sources);
+    for (std::size_t s = 0; s < p.num_steps(); ++s) {
+      const auto si = static_cast<index_t>(s);
+      for (const index_t t : prefetches.before(s)) em.prefetch(t);
+      em.bring_inputs(si);
+      em.compute(si, record ? waits_of(si) : std::span<const index_t>{});
+      evict(si, em);
+    }
+  };
+  pass(first, prefetch_schedule(), false);
+  pass(second, prefetch_schedule(p, first.needed_at()), true);
+}
+
 /// Emits a strategy that evicts tensors once the forward pass is done with
 /// them: every step runs in schedule order, and after step s `evict(s, em)`
 /// swaps out (`em.swap_out`) or frees (`em.free`) the tensors the strategy
@@ -267,22 +313,11 @@ class prefetch_schedule {
 template <class Builder = whole_tensor_builder, class Evict, class Waits = std::span<const index_t> (*)(index_t)>
 [[nodiscard]] basic_emitter<Builder> emit_evictions(const problem& p, std::string_view planner, bytes_t budget, const Evict& evict,
                                      bool release_chain_sources = false,
-                                     const Waits& waits_of = [](index_t) { return std::span<const index_t>{}; }) {
-  const std::size_t n = p.num_steps();
-  const auto pass = [&](const prefetch_schedule& prefetches, bool record) {
-    basic_emitter<Builder> em(p, std::string(planner), budget, record);
-    em.release_chain_sources(release_chain_sources);
-    for (std::size_t s = 0; s < n; ++s) {
-      const auto si = static_cast<index_t>(s);
-      for (const index_t t : prefetches.before(s)) em.prefetch(t);
-      em.bring_inputs(si);
-      em.compute(si, record ? waits_of(si) : std::span<const index_t>{});
-      evict(si, em);
-    }
-    return em;
-  };
-  const basic_emitter<Builder> first = pass(prefetch_schedule(), false);
-  return pass(prefetch_schedule(p, first.needed_at()), true);
+                                     const Waits& waits_of = no_extra_waits) {
+  basic_emitter<Builder> first(p, std::string(planner), budget, /*record=*/false);
+  basic_emitter<Builder> second(p, std::string(planner), budget);
+  emit_evictions_into(p, first, second, evict, release_chain_sources, waits_of);
+  return second;
 }
 
 }  // namespace memplan::detail::baselines

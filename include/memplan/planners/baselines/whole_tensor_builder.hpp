@@ -8,6 +8,7 @@
 /// third of that (issue 29). test_baselines checks that both builders
 /// write the same plans.
 
+#include <algorithm>
 #include <span>
 #include <string>
 #include <utility>
@@ -37,6 +38,18 @@ class whole_tensor_builder {
     plan_.actions.reserve(2 * p.num_steps());
     plan_.wait_begin.reserve(2 * p.num_steps() + 1);
     for (std::size_t t = 0; t < p.num_tensors(); ++t) on_device_[t] = p.producer[t] == no_index ? 1 : 0;
+  }
+
+  /// Starts an empty plan again, keeping the buffers (a search emits plan
+  /// after plan).
+  void restart() {
+    plan_.actions.clear();
+    plan_.waits.clear();
+    plan_.wait_begin.assign(1, 0);
+    std::ranges::fill(plan_.decisions, decision::keep);
+    std::ranges::fill(maker_, no_index);
+    std::ranges::fill(saved_by_, no_index);
+    for (std::size_t t = 0; t < on_device_.size(); ++t) on_device_[t] = p_->producer[t] == no_index ? 1 : 0;
   }
 
   /// Appends a compute of step `step`; returns its action index.
@@ -70,6 +83,8 @@ class whole_tensor_builder {
   void decide(index_t t, decision d) { plan_.decisions[static_cast<std::size_t>(t)] = d; }
   /// The plan; the builder is spent.
   [[nodiscard]] plan finish() && { return std::move(plan_); }
+  /// The plan so far.
+  [[nodiscard]] const plan& current() const noexcept { return plan_; }
 
  private:
   /// plan_walk's reading of a compute or recompute: its inputs (each

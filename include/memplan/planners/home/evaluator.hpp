@@ -22,7 +22,8 @@
 namespace memplan::detail::home {
 
 /// HOME's Policy Evaluator (§3.4) with the simulator as the cost model.
-/// Keeps the simulator's buffers between calls; one per thread. With a
+/// Keeps the emitters' and the simulator's buffers between calls; one per
+/// thread. With a
 /// memo (memo.hpp, shared by the threads), a placement simulated before —
 /// or one with the same plan — is answered from it, with the fitness its
 /// simulation gave.
@@ -30,7 +31,7 @@ class evaluator {
  public:
   evaluator(const problem& p, const device_spec& dev, const feature_maps& fm, bytes_t budget,
             placement_memo* memo = nullptr)
-      : p_(&p), dev_(&dev), fm_(&fm), budget_(budget), memo_(memo), bound_(p, fm, dev), added_(p, fm) {}
+      : p_(&p), dev_(&dev), fm_(&fm), budget_(budget), memo_(memo), bound_(p, fm, dev), added_(p, fm), emission_(p, budget) {}
 
   /// The fitness of placement `x`: one full simulation (which, when it does
   /// not fit, also finds how much it needs without a budget), or the one
@@ -96,7 +97,7 @@ class evaluator {
   /// unbounded - budget > 0).
   [[nodiscard]] fitness simulate(std::span<const placement> x, const estimate* known) {
     ++simulations_;
-    const plan pl = emit(*p_, *fm_, x, budget_).take();
+    const plan& pl = emit(*p_, *fm_, x, emission_);
     if (known != nullptr ? known->value.excess_bytes > 0 : bound_.floors_of(x).any_run > budget_) {
       ++bound_hits_;
       const report free_run = sim_.run(*p_, pl, *dev_, simulator::unlimited, numbers_only);
@@ -117,8 +118,8 @@ class evaluator {
     key_.assign(canonical_);
   }
 
-  /// The fitness needs the run's time and peak: no messages, no baseline.
-  static constexpr simulate_options numbers_only{.describe_failure = false, .baseline_peak = false};
+  /// The fitness needs the run's time and peak: no messages, no baselines.
+  static constexpr simulate_options numbers_only{.describe_failure = false, .baselines = false};
 
   const problem* p_;
   const device_spec* dev_;
@@ -128,6 +129,7 @@ class evaluator {
   residency_bound bound_;
   added_work added_;
   simulator sim_;
+  emission emission_;  ///< the emitters' buffers
   std::vector<placement> canonical_;  ///< assign_key's
   placement_key key_;
   std::int64_t evaluations_ = 0;

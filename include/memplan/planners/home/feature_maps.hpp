@@ -119,6 +119,18 @@ struct feature_maps {
   }
 };
 
+/// `emit_evictions`' `evict` for placement `x`: after step s, the maps the
+/// forward pass is done with are swapped out or freed as placed.
+[[nodiscard]] inline auto evictions(const feature_maps& fm, std::span<const placement> x) {
+  return [&fm, x](index_t s, auto& em) {
+    for (const index_t j : fm.done_after(s)) {
+      const auto ji = static_cast<std::size_t>(j);
+      if (x[ji] == placement::swap) em.swap_out(fm.tensor[ji]);
+      if (x[ji] == placement::recompute && !fm.recompute_is_retain(x, ji)) em.free(fm.tensor[ji]);
+    }
+  };
+}
+
 /// The plan of placement `x`. A feature map placed `recompute` is
 /// recomputed when an op needs it, from its producer's inputs, recomputed
 /// first where they are evicted too (HOME §2.2: FM1 -> FM2 -> FM3); those
@@ -128,13 +140,24 @@ struct feature_maps {
 /// (`recompute_is_retain`): freeing it would change nothing.
 [[nodiscard]] inline baselines::emitter emit(const problem& p, const feature_maps& fm, std::span<const placement> x,
                                             bytes_t budget) {
-  return baselines::emit_evictions(p, "home", budget, [&](index_t s, auto& em) {
-    for (const index_t j : fm.done_after(s)) {
-      const auto ji = static_cast<std::size_t>(j);
-      if (x[ji] == placement::swap) em.swap_out(fm.tensor[ji]);
-      if (x[ji] == placement::recompute && !fm.recompute_is_retain(x, ji)) em.free(fm.tensor[ji]);
-    }
-  }, /*release_chain_sources=*/true);
+  return baselines::emit_evictions(p, "home", budget, evictions(fm, x), /*release_chain_sources=*/true);
+}
+
+/// The emitters an evaluator keeps between plans (their buffers).
+struct emission {
+  baselines::emitter first;   ///< emit_evictions' first pass
+  baselines::emitter second;  ///< and its second, which holds the plan
+  emission(const problem& p, bytes_t budget) : first(p, "home", budget, /*record=*/false), second(p, "home", budget) {}
+};
+
+/// `emit(p, fm, x, budget)`'s plan, written into `e`'s buffers; valid
+/// until the next call.
+[[nodiscard]] inline const plan& emit(const problem& p, const feature_maps& fm, std::span<const placement> x,
+                                      emission& e) {
+  e.first.restart();
+  e.second.restart();
+  baselines::emit_evictions_into(p, e.first, e.second, evictions(fm, x), /*release_chain_sources=*/true);
+  return e.second.emitted();
 }
 
 }  // namespace memplan::detail::home

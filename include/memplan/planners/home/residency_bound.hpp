@@ -69,23 +69,30 @@ class residency_bound {
   [[nodiscard]] floors floors_of(std::span<const placement> x) {
     count_evictions(x);
     count_recompute_sources(x);
-    count_copies_in_flight(x);
+    count_copies_in_flight();
     return highest();
   }
 
  private:
   /// `change_`: per step, the evicted feature maps' bytes from there on;
   /// `roots_`, the maps placed recompute that an op reads again; `first_`,
-  /// the first such op; `timed_`, the first op that reads an evicted map.
+  /// the first such op; `timed_`, the first op that reads an evicted map;
+  /// `swapped_`, the maps placed swap, in the order of their swap-outs.
   void count_evictions(std::span<const placement> x) {
     const std::size_t steps = live_.size();
     change_.assign(steps + 1, 0);
     in_flight_.assign(steps + 1, 0);
     roots_.clear();
+    swapped_.clear();
     first_ = static_cast<index_t>(steps);
     timed_ = static_cast<index_t>(steps);
-    for (std::size_t j = 0; j < x.size(); ++j) {
-      if (x[j] == placement::retain || evicted_from_[j] >= evicted_to_[j]) continue;
+    for (const index_t jj : swap_order_) {
+      const auto j = static_cast<std::size_t>(jj);
+      if (x[j] == placement::retain) continue;
+      // A map made after the forward pass started something else is left
+      // out: its copy counts nowhere, and the later ones are timed earlier.
+      if (x[j] == placement::swap && made_us_[j] != untimed) swapped_.push_back(jj);
+      if (evicted_from_[j] >= evicted_to_[j]) continue;
       change_[static_cast<std::size_t>(evicted_from_[j])] += bytes_[j];
       change_[static_cast<std::size_t>(back_at_[j])] -= bytes_[j];
       if (back_at_[j] == evicted_to_[j]) continue;  // not read again
@@ -159,20 +166,19 @@ class residency_bound {
   /// ended when an op starts, of the ops before the first that reads an
   /// evicted map: those run back to back from 0 (nothing they read is
   /// evicted, and no recomputation runs before such a read).
-  void count_copies_in_flight(std::span<const placement> x) {
-    const std::span<const double> starts(start_us_.data(), static_cast<std::size_t>(timed_));
+  void count_copies_in_flight() {
+    const auto ops = static_cast<std::size_t>(timed_);
     double copy_stream_end = 0;
-    for (const index_t jj : swap_order_) {
+    std::size_t until = 0;
+    for (const index_t jj : swapped_) {
       const auto j = static_cast<std::size_t>(jj);
-      // A map made after the forward pass started something else is left
-      // out: its copy counts nowhere, and the later ones are timed earlier.
-      if (x[j] != placement::swap || made_us_[j] == untimed) continue;
       const double end = std::max(copy_stream_end, made_us_[j]) + copy_us_[j];
       copy_stream_end = end;
       // On the device from the first op after the forward pass is done with
       // it to the first that starts once it is copied out, live or not (a
       // map the backward pass does not read is held by its swap-out too).
-      const auto until = static_cast<std::size_t>(std::ranges::lower_bound(starts, end) - starts.begin());
+      // The copies end in order, so that op only moves on.
+      while (until < ops && start_us_[until] < end) ++until;
       const auto from = static_cast<std::size_t>(evicted_from_[j]);
       if (from >= until) continue;
       in_flight_[from] += bytes_[j];
@@ -269,6 +275,7 @@ class residency_bound {
   std::vector<index_t> chain_;         ///< count_chain's maps still to expand
   std::vector<bytes_t> change_;        ///< per step: bytes evicted from there on (a difference array)
   std::vector<bytes_t> in_flight_;     ///< per step: bytes still being copied out from there on (one too)
+  std::vector<index_t> swapped_;       ///< count_evictions': the maps placed swap, in the order of their swap-outs
   std::vector<index_t> roots_;         ///< count_evictions': the maps placed recompute that an op reads again
   index_t first_ = 0;                  ///< and the first such op
   index_t timed_ = 0;                  ///< and the first op that reads an evicted map
