@@ -236,6 +236,16 @@ TEST_CASE("remembered evaluations equal full simulations of the emitted plan") {
       x[j] = static_cast<placement>(detail::home::splitmix64(rng) % static_cast<std::uint64_t>(fm.choices(j)));
     }
   }
+  // A key holds map j's placement in bits 2 (j mod 32) of word j / 32
+  // (229 maps: 8 words, the last partly used) and nothing else.
+  for (const auto& x : xs) {
+    detail::home::placement_key key;
+    key.assign(x);
+    REQUIRE(key.words.size() == 8);
+    std::vector<std::uint64_t> by_hand(8, 0);
+    for (std::size_t j = 0; j < x.size(); ++j) by_hand[j / 32] |= static_cast<std::uint64_t>(x[j]) << (2 * (j % 32));
+    CHECK(key.words == by_hand);
+  }
   simulator sim;
   for (int round = 0; round < 3; ++round) {
     for (const auto& x : xs) {

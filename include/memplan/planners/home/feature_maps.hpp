@@ -31,6 +31,7 @@ struct feature_maps {
   std::vector<index_t> done_list;            ///< feature map indices, ascending within a step
   std::vector<index_t> map_of;               ///< per tensor: its feature map, or no_index
   std::vector<std::uint8_t> dead;            ///< per feature map: nothing reads it once the forward pass is done with it
+  std::vector<index_t> dead_list;            ///< the feature maps that are `dead`, ascending
   std::vector<index_t> remakers_begin{0};    ///< per feature map, plus one: into remakers
   std::vector<index_t> remakers;             ///< the other maps whose makers read it or make it too
 
@@ -65,19 +66,24 @@ struct feature_maps {
   /// copy dies then anyway: `emit` frees nothing for it, so its plan is
   /// retain's, and the evaluator's memo files it as retain.
   [[nodiscard]] bool recompute_is_retain(std::span<const placement> x, std::size_t j) const {
-    if (x[j] != placement::recompute || dead[j] == 0) return false;
-    for (auto k = static_cast<std::size_t>(remakers_begin[j]); k < static_cast<std::size_t>(remakers_begin[j + 1]); ++k) {
-      if (x[static_cast<std::size_t>(remakers[k])] == placement::recompute) return false;
-    }
-    return true;
+    return x[j] == placement::recompute && dead[j] != 0 && !remade(x, j);
   }
   /// `x` with each map whose recompute is retain (`recompute_is_retain`)
   /// placed retain, in `out`: placements with the same plan, one key.
   void canonical(std::span<const placement> x, std::vector<placement>& out) const {
     out.assign(x.begin(), x.end());
-    for (std::size_t j = 0; j < x.size(); ++j) {
-      if (recompute_is_retain(x, j)) out[j] = placement::retain;
+    for (const index_t jj : dead_list) {  // without branches on the placements: they are data
+      const auto j = static_cast<std::size_t>(jj);
+      out[j] = x[j] == placement::recompute && !remade(x, j) ? placement::retain : x[j];
     }
+  }
+  /// Whether a map placed recompute in `x` has a maker that reads or makes map j.
+  [[nodiscard]] bool remade(std::span<const placement> x, std::size_t j) const {
+    bool any = false;
+    for (auto k = static_cast<std::size_t>(remakers_begin[j]); k < static_cast<std::size_t>(remakers_begin[j + 1]); ++k) {
+      any |= x[static_cast<std::size_t>(remakers[k])] == placement::recompute;
+    }
+    return any;
   }
   /// How many actions feature map j may take: retain and swap, and recompute where allowed.
   [[nodiscard]] int choices(std::size_t j) const noexcept { return can_recompute[j] != 0 ? 3 : 2; }
@@ -92,6 +98,7 @@ struct feature_maps {
     for (std::size_t j = 0; j < tensor.size(); ++j) {
       const index_t t = tensor[j];
       dead.push_back(p.live_end(t) <= done[j] ? 1 : 0);
+      if (dead.back() != 0) dead_list.push_back(static_cast<index_t>(j));
       const auto add_outputs = [&](index_t op) {
         for (const index_t o : p.outputs(op)) {
           const index_t k = map_of[static_cast<std::size_t>(o)];

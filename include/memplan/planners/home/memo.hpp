@@ -29,18 +29,31 @@ namespace memplan::detail::home {
   return z ^ (z >> 31);
 }
 
-/// A placement packed two bits a feature map, and its hash.
+/// A placement packed two bits a feature map (map j: bits 2 (j mod 32) of
+/// word j / 32), and its hash.
 struct placement_key {
   std::vector<std::uint64_t> words;
   std::uint64_t hash = 0;
 
   void assign(std::span<const placement> x) {
     words.assign((x.size() + 31) / 32, 0);
-    for (std::size_t j = 0; j < x.size(); ++j) {
-      words[j / 32] |= static_cast<std::uint64_t>(x[j]) << (2 * (j % 32));
+    for (std::size_t at = 0; at < x.size(); at += 8) {
+      words[at / 32] |= pack8(x.subspan(at, std::min<std::size_t>(8, x.size() - at))) << (2 * (at % 32));
     }
     hash = 0;
     for (const std::uint64_t w : words) hash = mix64(hash ^ w);
+  }
+
+ private:
+  /// Up to eight placements (each below 4), one a byte, into two bits each:
+  /// the byte pairs, then the nibble pairs, then the byte pairs of the
+  /// 32-bit halves come together.
+  [[nodiscard]] static std::uint64_t pack8(std::span<const placement> x) noexcept {
+    std::uint64_t v = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) v |= static_cast<std::uint64_t>(x[i]) << (8 * i);
+    v = (v | v >> 6) & 0x000F000F000F000FULL;
+    v = (v | v >> 12) & 0x000000FF000000FFULL;
+    return (v | v >> 24) & 0xFFFFULL;
   }
 };
 
