@@ -36,12 +36,15 @@ class evaluator {
   /// The fitness of placement `x`: one full simulation (which, when it does
   /// not fit, also finds how much it needs without a budget), or the one
   /// remembered from simulating the same placement. `known`: `floor(x)`,
-  /// where the caller has it (the bound is then not counted again).
+  /// where the caller has it (the bound is then not counted again, nor the
+  /// memo asked again: an inexact floor is one it did not hold).
   [[nodiscard]] fitness operator()(std::span<const placement> x, const estimate* known = nullptr) {
     ++evaluations_;
     if (memo_ == nullptr) return simulate(x, known);
     assign_key(x);
-    if (const std::optional<fitness> remembered = memo_->find(key_)) return *remembered;
+    if (known == nullptr || known->exact) {
+      if (const std::optional<fitness> remembered = memo_->find(key_)) return *remembered;
+    }
     const fitness f = simulate(x, known);
     memo_->insert(key_, f);
     return f;
