@@ -187,11 +187,14 @@ class plan_walk {
     why_.clear();
   }
 
-  bool fail(std::string why) {
+  // The failure paths are cold: kept out of the walk's loop, which a search runs per plan.
+  [[gnu::cold]] [[gnu::noinline]] bool fail(std::string why) {
     why_ = std::move(why);
     return false;
   }
-  bool fail_at(index_t a, std::string_view what) { return fail(describe(*p_, *pl_, a) + std::string(what)); }
+  [[gnu::cold]] [[gnu::noinline]] bool fail_at(index_t a, std::string_view what) {
+    return fail(describe(*p_, *pl_, a) + std::string(what));
+  }
 
   /// offloaded_state: ascending parameters or optimizer state that no op makes.
   bool check_offloaded() {
@@ -275,11 +278,11 @@ class plan_walk {
     micro_copy_.resize(micro_copy_.size() + static_cast<std::size_t>(parts), no_index);
     return true;
   }
-  [[nodiscard]] std::string other_parts(index_t t) const {
+  [[nodiscard]] [[gnu::cold]] [[gnu::noinline]] std::string other_parts(index_t t) const {
     return detail::concat(": tensor '", p_->tensor_name[static_cast<std::size_t>(t)],
                           "' is on the device as micro-tensors of another parts count");
   }
-  [[nodiscard]] std::string partly_on_device(index_t t) const {
+  [[nodiscard]] [[gnu::cold]] [[gnu::noinline]] std::string partly_on_device(index_t t) const {
     return detail::concat(": tensor '", p_->tensor_name[static_cast<std::size_t>(t)],
                           "' is on the device as micro-tensors; release or bring back each of them");
   }
@@ -293,7 +296,7 @@ class plan_walk {
   }
   /// ": tensor 'x' is not on the device; action 9 (free 'x') released it ..."
   /// for action `a`, which found t missing.
-  [[nodiscard]] std::string not_on_device(index_t a, index_t t) const {
+  [[nodiscard]] [[gnu::cold]] [[gnu::noinline]] std::string not_on_device(index_t a, index_t t) const {
     const std::string& name = p_->tensor_name[static_cast<std::size_t>(t)];
     const index_t by = last_release(a, t);
     if (by != no_index) {

@@ -459,7 +459,7 @@ class simulator {
     }
     /// Records the first action that may start before `m`, which it needs
     /// (a timing that happens to cover it is a race on a device).
-    void unordered_use(index_t m, std::string_view what, index_t tensor) {
+    [[gnu::cold]] [[gnu::noinline]] void unordered_use(index_t m, std::string_view what, index_t tensor) {
       if (!unordered.empty()) return;
       unordered = detail::concat(plan_walk::describe(p, pl, a), " ", what, " tensor '",
                                  p.tensor_name[static_cast<std::size_t>(tensor)], "' ",
