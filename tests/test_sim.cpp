@@ -113,6 +113,15 @@ TEST_CASE("a late swap-in stalls the compute stream") {
   CHECK(r.stall_us == 100);
   CHECK(r.overhead == doctest::Approx(1.0 / 11.0));
   CHECK(r.peak_bytes == 300);
+  CHECK(r.baseline_time_us == 1100);
+  // Without the baselines (a search's numbers-only run): the same time and
+  // peak, the problem's baseline peak and time not counted, no overhead.
+  const report bare = simulator().run(p, chain::swap_a1(p, chain::b3, 300), dev, 300, {.baselines = false});
+  CHECK(bare.time_us == 1200);
+  CHECK(bare.peak_bytes == 300);
+  CHECK(bare.baseline_peak_bytes == 0);
+  CHECK(bare.baseline_time_us == 0);
+  CHECK(bare.overhead == 0);
 
   // One byte less and b3 cannot allocate g2 at 700: 200 B in use, nothing
   // in flight to free.

@@ -34,10 +34,10 @@ class whole_tensor_builder {
         on_device_(p.num_tensors(), 0) {
     plan_.planner = std::move(planner);
     plan_.budget = budget;
-    plan_.decisions.assign(p.num_tensors(), decision::keep);
+    plan_.decisions.resize(p.num_tensors());
     plan_.actions.reserve(2 * p.num_steps());
     plan_.wait_begin.reserve(2 * p.num_steps() + 1);
-    for (std::size_t t = 0; t < p.num_tensors(); ++t) on_device_[t] = p.producer[t] == no_index ? 1 : 0;
+    restart();
   }
 
   /// Starts an empty plan again, keeping the buffers (a search emits plan

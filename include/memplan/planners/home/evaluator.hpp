@@ -23,15 +23,15 @@ namespace memplan::detail::home {
 
 /// HOME's Policy Evaluator (§3.4) with the simulator as the cost model.
 /// Keeps the emitters' and the simulator's buffers between calls; one per
-/// thread. With a
-/// memo (memo.hpp, shared by the threads), a placement simulated before —
-/// or one with the same plan — is answered from it, with the fitness its
-/// simulation gave.
+/// thread. With a memo (memo.hpp, shared by the threads), a placement
+/// simulated before — or one with the same plan — is answered from it,
+/// with the fitness its simulation gave.
 class evaluator {
  public:
   evaluator(const problem& p, const device_spec& dev, const feature_maps& fm, bytes_t budget,
             placement_memo* memo = nullptr)
-      : p_(&p), dev_(&dev), fm_(&fm), budget_(budget), memo_(memo), bound_(p, fm, dev), added_(p, fm), emission_(p, budget) {}
+      : p_(&p), dev_(&dev), fm_(&fm), budget_(budget), memo_(memo), bound_(p, fm, dev), added_(p, fm),
+        emission_(p, budget) {}
 
   /// The fitness of placement `x`: one full simulation (which, when it does
   /// not fit, also finds how much it needs without a budget), or the one
